@@ -1,0 +1,17 @@
+/* The tromcho command line: one function per subcommand. Each gets the
+ * arguments after the subcommand name (argv[0] = the subcommand) with the
+ * tromcho options already taken out into cfg. Returns the exit status. */
+#ifndef TROMCHO_COMMANDS_H
+#define TROMCHO_COMMANDS_H
+#include "tc_config.h"
+
+struct tc_command {
+  const char *name;
+  int (*run)(int argc, char **argv, struct tc_config *cfg);
+  const char *usage;
+};
+
+int cmd_cpubench(int argc, char **argv, struct tc_config *cfg);
+int cmd_selftest(int argc, char **argv, struct tc_config *cfg);
+
+#endif

@@ -1,0 +1,73 @@
+/* tromcho: the admin and user command line. */
+#include <config.h>
+#include <stdio.h>
+#include <string.h>
+#include "commands.h"
+#include "crypto.h"
+#include "error.h"
+#include "log.h"
+
+static const struct tc_command commands[] = {
+  { "cpubench", cmd_cpubench, "cpubench [--seconds S] [--json]   transport and image encryption speed of this CPU" },
+  { "selftest", cmd_selftest, "selftest                          crypto known-answer self-test" },
+  { NULL, NULL, NULL }
+};
+
+static void
+usage(FILE *f)
+{
+  fprintf(f, "Usage: tromcho [OPTIONS] COMMAND [ARGS]\n\nCommands:\n");
+  for (const struct tc_command *c = commands; c->name; c++)
+    fprintf(f, "  %s\n", c->usage);
+  fprintf(f, "\n");
+  tc_config_print_help(f);
+}
+
+int
+main(int argc, char **argv)
+{
+  tc_log_open("tromcho", 0);
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    }
+    else if (!strcmp(argv[i], "--version")) {
+      printf("tromcho %s\n", PACKAGE_VERSION);
+      return 0;
+    }
+  struct tc_config *cfg = tc_config_load(&argc, argv);
+  if (!cfg) {
+    fprintf(stderr, "tromcho: %s\n", tc_last_error());
+    return 1;
+  }
+  int lvl = tc_log_level_parse(tc_config_str(cfg, "log_level"));
+  if (lvl < 0) {
+    fprintf(stderr, "tromcho: option log_level: '%s' is not one of error, warn, info, debug\n",
+            tc_config_str(cfg, "log_level"));
+    tc_config_free(cfg);
+    return 1;
+  }
+  tc_log_set_level(lvl);
+  if (argc < 2) {
+    usage(stderr);
+    tc_config_free(cfg);
+    return 1;
+  }
+  if (tc_crypto_init() < 0) {
+    fprintf(stderr, "tromcho: %s\n", tc_last_error());
+    tc_config_free(cfg);
+    return 1;
+  }
+  int status = 1;
+  const struct tc_command *c;
+  for (c = commands; c->name; c++)
+    if (strcmp(c->name, argv[1]) == 0)
+      break;
+  if (c->name)
+    status = c->run(argc - 1, argv + 1, cfg);
+  else
+    fprintf(stderr, "tromcho: unknown command '%s' (see tromcho --help)\n", argv[1]);
+  tc_config_free(cfg);
+  return status;
+}

@@ -1,0 +1,14 @@
+/* The library's error model (after libnbd): a failing call returns -1 (or
+ * NULL), sets errno, and leaves a message naming the call and the object in
+ * a thread-local buffer that tc_last_error() returns. */
+#ifndef TROMCHO_ERROR_H
+#define TROMCHO_ERROR_H
+#include <errno.h>
+
+/* Record the error message of the current thread and set errno = err.
+ * Always returns -1 so callers can write `return tc_error(EINVAL, ...)`. */
+int tc_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last message recorded on this thread ("" if none). */
+const char *tc_last_error(void);
+
+#endif

@@ -1,0 +1,70 @@
+/* Every configuration option of every tromcho program. Names follow the
+ * seed document (Vitastor) wherever the concept is the same. */
+#include <config.h>
+#include <stddef.h>
+#include <string.h>
+#include "tc_config.h"
+
+const struct tc_opt_def tc_options[] = {
+  /* general */
+  { "log_level", TC_OPT_STRING, "info", "error, warn, info or debug" },
+  { "etcd_prefix", TC_OPT_STRING, "/tromcho", "prefix of every key in the KV store" },
+  /* control plane */
+  { "etcd_address", TC_OPT_LIST, "http://127.0.0.1:2379", "KV endpoints (etcd or tromcho-gateway), http:// or https://" },
+  { "etcd_ca", TC_OPT_STRING, NULL, "CA that the KV server's certificate must chain to" },
+  { "etcd_client_cert", TC_OPT_STRING, NULL, "client certificate for the KV (default: cert or osd_cert)" },
+  { "etcd_client_key", TC_OPT_STRING, NULL, "key of etcd_client_cert" },
+  { "use_antietcd", TC_OPT_BOOL, "true", "the gateway serves the KV API itself" },
+  { "antietcd_cert", TC_OPT_STRING, NULL, "TLS certificate of the gateway's KV API" },
+  { "antietcd_key", TC_OPT_STRING, NULL, "key of antietcd_cert" },
+  { "etcd_proxy", TC_OPT_OBJECT, NULL, "run the gateway as a filtering proxy to etcd: {urls, cert, key, ca}" },
+  { "mon_etcd_client_cert", TC_OPT_STRING, NULL, "certificate the monitor uses for the KV" },
+  { "mon_etcd_client_key", TC_OPT_STRING, NULL, "key of mon_etcd_client_cert" },
+  { "gateway_address", TC_OPT_STRING, "127.0.0.1:2379", "address:port the gateway's KV API listens on" },
+  { "gateway_data", TC_OPT_STRING, "/var/lib/tromcho/gateway", "folder of the gateway's embedded store" },
+  { "server_cert", TC_OPT_STRING, NULL, "TLS certificate of the admin HTTPS API" },
+  { "server_pkey", TC_OPT_STRING, NULL, "key of server_cert" },
+  /* identities and rights */
+  { "use_perms", TC_OPT_BOOL, "false", "enforce users' access rights" },
+  { "cert", TC_OPT_STRING, NULL, "this client's certificate (CN = user name)" },
+  { "pkey", TC_OPT_STRING, NULL, "key of cert" },
+  { "osd_cert", TC_OPT_STRING, NULL, "OSD certificate" },
+  { "osd_pkey", TC_OPT_STRING, NULL, "key of osd_cert" },
+  { "osd_ca", TC_OPT_STRING, NULL, "CA of OSD certificates" },
+  { "client_ca", TC_OPT_STRING, NULL, "CA of user certificates" },
+  { "mon_ca", TC_OPT_STRING, NULL, "CA of monitor certificates" },
+  /* data plane transport */
+  { "proto_checksums", TC_OPT_STRING, "payload", "none, payload or gcm" },
+  { "force_proto_checksums", TC_OPT_STRING, "", "refuse peers weaker than this mode (empty: allow any)" },
+  { "osd_network", TC_OPT_LIST, NULL, "networks OSDs listen on (CIDR)" },
+  { "bind_address", TC_OPT_STRING, "127.0.0.1", "address an OSD listens on" },
+  { "msgr_max_inflight_ops", TC_OPT_INT, "256", "operations in flight per connection before senders wait" },
+  { "msgr_max_inflight_bytes", TC_OPT_INT, "67108864", "bytes in flight per connection before senders wait" },
+  { "handshake_timeout", TC_OPT_INT, "10", "seconds a handshake may take" },
+  /* image encryption */
+  { "vault_url", TC_OPT_STRING, NULL, "Vault/OpenBao base URL for vault:<ID> keys" },
+  { "vault_ca", TC_OPT_STRING, NULL, "CA of the Vault server" },
+  { NULL, 0, NULL, NULL }
+};
+
+const struct tc_opt_def *
+tc_option_find(const char *name)
+{
+  for (const struct tc_opt_def *o = tc_options; o->name; o++)
+    if (strcmp(o->name, name) == 0)
+      return o;
+  return NULL;
+}
+
+const char *
+tc_opt_type_name(enum tc_opt_type type)
+{
+  switch (type) {
+  case TC_OPT_STRING: return "string";
+  case TC_OPT_INT: return "integer";
+  case TC_OPT_BOOL: return "boolean";
+  case TC_OPT_LIST: return "list of strings";
+  case TC_OPT_OBJECT: return "object";
+  }
+  return "?";
+}

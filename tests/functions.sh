@@ -1,0 +1,60 @@
+# Shared helpers for the shell tests (after nbdkit's tests/functions.sh).
+# Source it first: `. "${top_srcdir:-..}/tests/functions.sh"`.
+set -u
+: "${top_builddir:=$(cd "$(dirname "$0")/.." && pwd)}"
+: "${top_srcdir:=$top_builddir}"
+export PATH="$top_builddir/cli:$top_builddir/osd:$top_builddir/gateway:$top_builddir/fuse:$PATH"
+
+# Skip the test (exit 77) unless every named program is on PATH.
+requires () {
+  for p in "$@"; do
+    command -v "$p" >/dev/null 2>&1 || { echo "$0: skipped: $p is not installed"; exit 77; }
+  done
+}
+
+_cleanup_hooks=()
+# Run "$@" on exit, whatever the exit path (latest first).
+cleanup_fn () { _cleanup_hooks+=("$*"); }
+_run_cleanup () {
+  local rc=$?
+  local i
+  for (( i=${#_cleanup_hooks[@]}-1; i>=0; i-- )); do eval "${_cleanup_hooks[$i]}" || true; done
+  exit $rc
+}
+trap _run_cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A temporary folder of the test's own, removed on exit.
+TESTDIR=$(mktemp -d "/tmp/tromcho-test.XXXXXX")
+cleanup_fn "rm -rf '$TESTDIR'"
+
+# Stop a process by PID: TERM, then KILL after 5 s.
+stop_pid () {
+  local pid=$1 i
+  kill "$pid" 2>/dev/null || return 0
+  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+}
+
+# Print a free TCP port on 127.0.0.1.
+free_port () {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Wait until "$@" succeeds, at most $WAIT_SECS (default 20) seconds.
+wait_for () {
+  local i
+  for i in $(seq $(( ${WAIT_SECS:-20} * 10 ))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "timed out waiting for: $*" >&2
+  return 1
+}
+
+fail () { echo "FAIL: $*" >&2; exit 1; }
+# expect_fail MESSAGE-PATTERN COMMAND...: the command must fail and its
+# stderr must match the pattern.
+expect_fail () {
+  local pat=$1; shift
+  local out
+  if out=$("$@" 2>&1); then fail "expected failure: $*"; fi
+  echo "$out" | grep -qE -- "$pat" || fail "error of '$*' does not match '$pat': $out"
+}
