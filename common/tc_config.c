@@ -265,8 +265,9 @@ config_read_file(struct tc_config *cfg, const char *path, int must_exist)
   json_object_object_foreach(root, key, val) {
     const struct tc_opt_def *o = tc_option_find(key);
     if (!o) {
-      json_object_put(root);
-      return tc_error(EINVAL, "config file %s: unknown option '%s'", path, key);
+      tc_error(EINVAL, "config file %s: unknown option '%s'", path, key);
+      json_object_put(root);  /* key points into root: free it after the message */
+      return -1;
     }
     json_object *nv = value_from_json(o, val, path);
     if (!nv) {
