@@ -1,0 +1,599 @@
+/* The image layer: layers, AES-256-XTS, read-modify-write (see image.h). */
+#include <config.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "image.h"
+
+#define SECTOR TC_SECTOR
+
+/* XTS contexts of one layer: a context is not thread-safe, so callers take
+ * one from the pool for the duration of a call and give it back. */
+struct xts_pool {
+  pthread_mutex_t lock;
+  uint8_t key[TC_XTS_KEY_SIZE];
+  struct tc_xts **free;
+  int nfree, cap;
+};
+
+struct layer {
+  uint64_t inode;
+  bool encrypted;
+  struct xts_pool xts;
+};
+
+/* A range of sectors some writer holds. */
+struct range_lock {
+  uint64_t start, end;
+  struct range_lock *next;
+};
+
+struct tc_image {
+  struct tc_objstore os;
+  uint32_t block_size;
+  uint64_t size;
+  bool readonly;
+  int nlayers;
+  struct layer *layers;
+  pthread_mutex_t lock;     /* protects size and the held ranges */
+  pthread_cond_t released;
+  struct range_lock *held;
+};
+
+/* --- XTS context pool --- */
+
+static struct tc_xts *
+xts_get(struct xts_pool *p)
+{
+  struct tc_xts *x = NULL;
+  pthread_mutex_lock(&p->lock);
+  if (p->nfree > 0)
+    x = p->free[--p->nfree];
+  pthread_mutex_unlock(&p->lock);
+  if (!x && tc_xts_new(&x, p->key) < 0)
+    return NULL;
+  return x;
+}
+
+static void
+xts_put(struct xts_pool *p, struct tc_xts *x)
+{
+  pthread_mutex_lock(&p->lock);
+  if (p->nfree == p->cap) {
+    int ncap = p->cap ? p->cap * 2 : 8;
+    struct tc_xts **nf = realloc(p->free, ncap * sizeof *nf);
+    if (!nf) {    /* keep working: just don't pool this one */
+      pthread_mutex_unlock(&p->lock);
+      tc_xts_free(x);
+      return;
+    }
+    p->free = nf;
+    p->cap = ncap;
+  }
+  p->free[p->nfree++] = x;
+  pthread_mutex_unlock(&p->lock);
+}
+
+static void
+xts_pool_destroy(struct xts_pool *p)
+{
+  for (int i = 0; i < p->nfree; i++)
+    tc_xts_free(p->free[i]);
+  free(p->free);
+  tc_wipe(p->key, sizeof p->key);
+  pthread_mutex_destroy(&p->lock);
+}
+
+/* Encrypt or decrypt whole sectors of layer l at image sector `sector`. */
+static int
+layer_crypt(struct layer *l, bool encrypt, uint64_t sector, const void *in, void *out, size_t len)
+{
+  struct tc_xts *x = xts_get(&l->xts);
+  if (!x)
+    return -1;
+  int r = encrypt ? tc_xts_encrypt(x, sector, in, out, len) : tc_xts_decrypt(x, sector, in, out, len);
+  xts_put(&l->xts, x);
+  return r;
+}
+
+/* --- waiting for a batch of object operations --- */
+
+struct batch {
+  pthread_mutex_t lock;
+  pthread_cond_t done;
+  int pending;
+  int error;         /* first negative errno */
+};
+
+static void
+batch_op_done(struct tc_objop *op)
+{
+  struct batch *b = op->opaque;
+  pthread_mutex_lock(&b->lock);
+  if (op->result < 0 && !b->error)
+    b->error = op->result;
+  if (--b->pending == 0)
+    pthread_cond_signal(&b->done);
+  pthread_mutex_unlock(&b->lock);
+}
+
+/* Submit n operations and wait for all; returns 0 or -1 with errno. */
+static int
+run_ops(struct tc_image *img, struct tc_objop *ops, int n, const char *what)
+{
+  struct batch b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+  pthread_mutex_lock(&b.lock);
+  for (int i = 0; i < n; i++) {
+    ops[i].done = batch_op_done;
+    ops[i].opaque = &b;
+    b.pending++;
+    pthread_mutex_unlock(&b.lock);
+    int r = img->os.submit(img->os.ctx, &ops[i]);
+    pthread_mutex_lock(&b.lock);
+    if (r < 0) {
+      b.pending--;
+      if (!b.error)
+        b.error = r;
+      break;   /* what was submitted still completes below */
+    }
+  }
+  while (b.pending > 0)
+    pthread_cond_wait(&b.done, &b.lock);
+  pthread_mutex_unlock(&b.lock);
+  pthread_mutex_destroy(&b.lock);
+  pthread_cond_destroy(&b.done);
+  if (b.error)
+    return tc_error(-b.error, "image %s: %s", what, strerror(-b.error));
+  return 0;
+}
+
+/* Split [off, off+len) into object-sized chunks: the number of chunks. */
+static int
+count_chunks(const struct tc_image *img, uint64_t off, uint64_t len)
+{
+  uint64_t first = off / img->block_size, last = (off + len - 1) / img->block_size;
+  return (int) (last - first + 1);
+}
+
+/* Fill ops[] with one op per object chunk of [off, off+len). buf and bitmap
+ * advance with the chunk (bitmap may be NULL). */
+static int
+make_chunks(const struct tc_image *img, struct tc_objop *ops, enum tc_objop_code code, uint64_t inode,
+            uint64_t off, uint64_t len, uint8_t *buf, uint8_t *bitmaps, size_t bmstride)
+{
+  int n = 0;
+  uint64_t pos = off, end = off + len;
+  while (pos < end) {
+    uint64_t objend = (pos / img->block_size + 1) * img->block_size;
+    uint64_t chunk = (objend < end ? objend : end) - pos;
+    ops[n] = (struct tc_objop) {
+      .code = code, .inode = inode, .offset = pos, .len = (uint32_t) chunk,
+      .buf = buf ? buf + (pos - off) : NULL,
+      .bitmap = bitmaps ? bitmaps + n * bmstride : NULL,
+    };
+    n++;
+    pos += chunk;
+  }
+  return n;
+}
+
+static bool
+bit(const uint8_t *bm, uint64_t i)
+{
+  return bm[i / 8] >> (i % 8) & 1;
+}
+
+/* Read whole sectors [off, off+len) into buf, decrypted, through the layers. */
+static int
+read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t len)
+{
+  uint64_t nsec = len / SECTOR;
+  int nchunks = count_chunks(img, off, len);
+  size_t bmstride = img->block_size / SECTOR / 8 + 1;
+  int r = -1;
+  uint8_t *need = malloc(nsec);
+  uint8_t *bitmaps = calloc(nchunks, bmstride);
+  struct tc_objop *ops = calloc(nchunks, sizeof *ops);
+  uint8_t *tmp = NULL;
+  if (!need || !bitmaps || !ops) {
+    tc_error(ENOMEM, "image read: out of memory");
+    goto out;
+  }
+  memset(need, 1, nsec);
+  uint64_t left = nsec;
+  for (int l = 0; l < img->nlayers && left > 0; l++) {
+    struct layer *ly = &img->layers[l];
+    /* Layer 0 reads straight into the caller's buffer; deeper layers into a
+     * scratch buffer from which only the sectors still needed are taken. */
+    uint8_t *dst = buf;
+    if (l > 0) {
+      if (!tmp && !(tmp = aligned_alloc(SECTOR, len))) {
+        tc_error(ENOMEM, "image read: out of memory");
+        goto out;
+      }
+      dst = tmp;
+    }
+    int n = make_chunks(img, ops, TC_OBJ_READ, ly->inode, off, len, dst, bitmaps, bmstride);
+    /* Skip chunks with nothing left to find. */
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      uint64_t s0 = (ops[i].offset - off) / SECTOR, ns = ops[i].len / SECTOR;
+      bool any = false;
+      for (uint64_t s = s0; s < s0 + ns && !any; s++)
+        any = need[s];
+      if (any) {
+        memset(ops[i].bitmap, 0, bmstride);
+        ops[m++] = ops[i];
+      }
+    }
+    if (run_ops(img, ops, m, "read") < 0)
+      goto out;
+    for (int i = 0; i < m; i++) {
+      uint64_t s0 = (ops[i].offset - off) / SECTOR, ns = ops[i].len / SECTOR;
+      for (uint64_t k = 0; k < ns; k++) {
+        uint64_t s = s0 + k;
+        if (!need[s] || !bit(ops[i].bitmap, k))
+          continue;
+        if (l > 0)
+          memcpy(buf + s * SECTOR, tmp + s * SECTOR, SECTOR);
+        if (ly->encrypted &&
+            layer_crypt(ly, false, off / SECTOR + s, buf + s * SECTOR, buf + s * SECTOR, SECTOR) < 0)
+          goto out;
+        need[s] = 0;
+        left--;
+      }
+    }
+  }
+  for (uint64_t s = 0; s < nsec; s++)
+    if (need[s])
+      memset(buf + s * SECTOR, 0, SECTOR);
+  r = 0;
+out:
+  free(need);
+  free(bitmaps);
+  free(ops);
+  free(tmp);
+  return r;
+}
+
+/* Write whole sectors [off, off+len) from buf to layer 0, encrypting. */
+static int
+write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint64_t len)
+{
+  struct layer *ly = &img->layers[0];
+  uint8_t *src = (uint8_t *) buf;   /* objstore writes do not modify buf */
+  uint8_t *bounce = NULL;
+  int r = -1;
+  struct tc_objop *ops = calloc(count_chunks(img, off, len), sizeof *ops);
+  if (!ops)
+    return tc_error(ENOMEM, "image write: out of memory");
+  if (ly->encrypted) {
+    if (!(bounce = aligned_alloc(SECTOR, len))) {
+      tc_error(ENOMEM, "image write: out of memory");
+      goto out;
+    }
+    if (layer_crypt(ly, true, off / SECTOR, buf, bounce, len) < 0)
+      goto out;
+    src = bounce;
+  }
+  int n = make_chunks(img, ops, TC_OBJ_WRITE, ly->inode, off, len, src, NULL, 0);
+  r = run_ops(img, ops, n, "write");
+out:
+  free(ops);
+  free(bounce);
+  return r;
+}
+
+/* --- sector range locks held by writers --- */
+
+static int
+range_lock(struct tc_image *img, uint64_t start, uint64_t end)
+{
+  struct range_lock *rl = malloc(sizeof *rl);
+  if (!rl)
+    return tc_error(ENOMEM, "image: out of memory");
+  rl->start = start;
+  rl->end = end;
+  pthread_mutex_lock(&img->lock);
+  for (;;) {
+    bool busy = false;
+    for (struct range_lock *h = img->held; h && !busy; h = h->next)
+      busy = h->start < end && start < h->end;
+    if (!busy)
+      break;
+    pthread_cond_wait(&img->released, &img->lock);
+  }
+  rl->next = img->held;
+  img->held = rl;
+  pthread_mutex_unlock(&img->lock);
+  return 0;
+}
+
+static void
+range_unlock(struct tc_image *img, uint64_t start, uint64_t end)
+{
+  pthread_mutex_lock(&img->lock);
+  for (struct range_lock **p = &img->held; *p; p = &(*p)->next)
+    if ((*p)->start == start && (*p)->end == end) {
+      struct range_lock *rl = *p;
+      *p = rl->next;
+      free(rl);
+      break;
+    }
+  pthread_cond_broadcast(&img->released);
+  pthread_mutex_unlock(&img->lock);
+}
+
+/* --- public API --- */
+
+struct tc_image *
+tc_image_new(const struct tc_objstore *os, uint32_t block_size, uint64_t size,
+             const struct tc_layer_desc *layers, int nlayers, bool readonly)
+{
+  if (block_size < SECTOR || (block_size & (block_size - 1)) || size % SECTOR || nlayers < 1) {
+    tc_error(EINVAL, "image: bad geometry (block size %u, size %llu, %d layers)", block_size,
+             (unsigned long long) size, nlayers);
+    return NULL;
+  }
+  struct tc_image *img = calloc(1, sizeof *img);
+  if (!img || !(img->layers = calloc(nlayers, sizeof *img->layers))) {
+    free(img);
+    tc_error(ENOMEM, "image: out of memory");
+    return NULL;
+  }
+  img->os = *os;
+  img->block_size = block_size;
+  img->size = size;
+  img->readonly = readonly;
+  pthread_mutex_init(&img->lock, NULL);
+  pthread_cond_init(&img->released, NULL);
+  for (int i = 0; i < nlayers; i++) {
+    struct layer *l = &img->layers[i];
+    l->inode = layers[i].inode;
+    l->encrypted = layers[i].encrypted;
+    pthread_mutex_init(&l->xts.lock, NULL);
+    img->nlayers = i + 1;
+    if (l->encrypted) {
+      memcpy(l->xts.key, layers[i].key, TC_XTS_KEY_SIZE);
+      /* Check the key now (equal halves are refused) and seed the pool. */
+      struct tc_xts *x = xts_get(&l->xts);
+      if (!x) {
+        tc_image_free(img);
+        return NULL;
+      }
+      xts_put(&l->xts, x);
+    }
+  }
+  return img;
+}
+
+void
+tc_image_free(struct tc_image *img)
+{
+  if (!img)
+    return;
+  for (int i = 0; i < img->nlayers; i++)
+    xts_pool_destroy(&img->layers[i].xts);
+  free(img->layers);
+  pthread_mutex_destroy(&img->lock);
+  pthread_cond_destroy(&img->released);
+  free(img);
+}
+
+uint64_t
+tc_image_size(const struct tc_image *img)
+{
+  struct tc_image *m = (struct tc_image *) img;
+  pthread_mutex_lock(&m->lock);
+  uint64_t s = m->size;
+  pthread_mutex_unlock(&m->lock);
+  return s;
+}
+
+void
+tc_image_set_size(struct tc_image *img, uint64_t size)
+{
+  pthread_mutex_lock(&img->lock);
+  img->size = size;
+  pthread_mutex_unlock(&img->lock);
+}
+
+bool
+tc_image_readonly(const struct tc_image *img)
+{
+  return img->readonly;
+}
+
+static int
+check_range(struct tc_image *img, uint64_t len, uint64_t off, bool write)
+{
+  uint64_t size = tc_image_size(img);
+  if (write && img->readonly)
+    return tc_error(EROFS, "image: read-only");
+  if (off > size || len > size - off)
+    return tc_error(write ? ENOSPC : EINVAL, "image: range %llu+%llu beyond the end (%llu bytes)",
+                    (unsigned long long) off, (unsigned long long) len, (unsigned long long) size);
+  return 0;
+}
+
+int
+tc_image_read(struct tc_image *img, void *buf, uint64_t len, uint64_t off)
+{
+  if (check_range(img, len, off, false) < 0)
+    return -1;
+  if (len == 0)
+    return 0;
+  if (off % SECTOR == 0 && len % SECTOR == 0)
+    return read_sectors(img, buf, off, len);
+  uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
+  uint8_t *tmp = aligned_alloc(SECTOR, a1 - a0);
+  if (!tmp)
+    return tc_error(ENOMEM, "image read: out of memory");
+  int r = read_sectors(img, tmp, a0, a1 - a0);
+  if (r == 0)
+    memcpy(buf, tmp + (off - a0), len);
+  free(tmp);
+  return r;
+}
+
+/* Write with the sector range already locked. buf == NULL writes zeros. */
+static int
+write_locked(struct tc_image *img, const void *buf, uint64_t len, uint64_t off)
+{
+  uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
+  if (buf && a0 == off && a1 == off + len)
+    return write_sectors(img, buf, off, len);
+  uint8_t *tmp = aligned_alloc(SECTOR, a1 - a0);
+  if (!tmp)
+    return tc_error(ENOMEM, "image write: out of memory");
+  int r = 0;
+  /* Read-modify-write of the partial head and tail sectors. */
+  if (off != a0)
+    r = read_sectors(img, tmp, a0, SECTOR);
+  if (r == 0 && (off + len) % SECTOR && (a1 - SECTOR != a0 || off == a0))
+    r = read_sectors(img, tmp + (a1 - a0 - SECTOR), a1 - SECTOR, SECTOR);
+  if (r == 0) {
+    if (buf)
+      memcpy(tmp + (off - a0), buf, len);
+    else
+      memset(tmp + (off - a0), 0, len);
+    r = write_sectors(img, tmp, a0, a1 - a0);
+  }
+  free(tmp);
+  return r;
+}
+
+int
+tc_image_write(struct tc_image *img, const void *buf, uint64_t len, uint64_t off)
+{
+  if (check_range(img, len, off, true) < 0)
+    return -1;
+  if (len == 0)
+    return 0;
+  uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
+  if (range_lock(img, a0, a1) < 0)
+    return -1;
+  int r = write_locked(img, buf, len, off);
+  range_unlock(img, a0, a1);
+  return r;
+}
+
+int
+tc_image_flush(struct tc_image *img)
+{
+  struct tc_objop op = { .code = TC_OBJ_SYNC };
+  return run_ops(img, &op, 1, "flush");
+}
+
+/* Zero whole sectors [off, off+len): deallocate when nothing can show
+ * through from a parent, else write zeros (encrypted like any data). */
+static int
+zero_sectors(struct tc_image *img, uint64_t off, uint64_t len, bool may_trim)
+{
+  if (may_trim && img->nlayers == 1) {
+    struct tc_objop *ops = calloc(count_chunks(img, off, len), sizeof *ops);
+    if (!ops)
+      return tc_error(ENOMEM, "image trim: out of memory");
+    int n = make_chunks(img, ops, TC_OBJ_DELETE, img->layers[0].inode, off, len, NULL, NULL, 0);
+    int r = run_ops(img, ops, n, "trim");
+    free(ops);
+    return r;
+  }
+  const uint64_t step = 1 << 20;
+  uint8_t *zeros = aligned_alloc(SECTOR, step);
+  if (!zeros)
+    return tc_error(ENOMEM, "image zero: out of memory");
+  memset(zeros, 0, step);
+  int r = 0;
+  for (uint64_t pos = off; pos < off + len && r == 0; pos += step) {
+    uint64_t n = off + len - pos < step ? off + len - pos : step;
+    r = write_sectors(img, zeros, pos, n);
+  }
+  free(zeros);
+  return r;
+}
+
+int
+tc_image_zero(struct tc_image *img, uint64_t len, uint64_t off, bool may_trim)
+{
+  if (check_range(img, len, off, true) < 0)
+    return -1;
+  if (len == 0)
+    return 0;
+  uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
+  /* The whole sectors inside the range, and the partial ends. */
+  uint64_t w0 = (off + SECTOR - 1) / SECTOR * SECTOR, w1 = (off + len) / SECTOR * SECTOR;
+  if (range_lock(img, a0, a1) < 0)
+    return -1;
+  int r = 0;
+  if (w0 >= w1)   /* inside one sector, or two partial ones */
+    r = write_locked(img, NULL, len, off);
+  else {
+    if (off < w0)
+      r = write_locked(img, NULL, w0 - off, off);
+    if (r == 0)
+      r = zero_sectors(img, w0, w1 - w0, may_trim);
+    if (r == 0 && w1 < off + len)
+      r = write_locked(img, NULL, off + len - w1, w1);
+  }
+  range_unlock(img, a0, a1);
+  return r;
+}
+
+int
+tc_image_trim(struct tc_image *img, uint64_t len, uint64_t off)
+{
+  return tc_image_zero(img, len, off, true);
+}
+
+int
+tc_image_extents(struct tc_image *img, uint64_t len, uint64_t off, tc_extent_cb cb, void *opaque)
+{
+  if (check_range(img, len, off, false) < 0)
+    return -1;
+  uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
+  const uint64_t window = 64ULL << 20;   /* bound the memory of one pass */
+  size_t bmstride = img->block_size / SECTOR / 8 + 1;
+  int nmax = count_chunks(img, 0, window) + 1;
+  struct tc_objop *ops = calloc(nmax, sizeof *ops);
+  uint8_t *bitmaps = calloc(nmax, bmstride);
+  uint8_t *alloc = malloc(window / SECTOR);
+  int r = 0;
+  if (!ops || !bitmaps || !alloc) {
+    r = tc_error(ENOMEM, "image extents: out of memory");
+    goto out;
+  }
+  uint64_t run_start = a0;
+  int run_alloc = -1;
+  for (uint64_t pos = a0; pos < a1 && r == 0; pos += window) {
+    uint64_t n = a1 - pos < window ? a1 - pos : window;
+    memset(alloc, 0, n / SECTOR);
+    for (int l = 0; l < img->nlayers && r == 0; l++) {
+      int k = make_chunks(img, ops, TC_OBJ_BITMAP, img->layers[l].inode, pos, n, NULL, bitmaps, bmstride);
+      memset(bitmaps, 0, (size_t) k * bmstride);
+      r = run_ops(img, ops, k, "extents");
+      for (int i = 0; i < k && r == 0; i++)
+        for (uint64_t s = 0; s < ops[i].len / SECTOR; s++)
+          if (bit(ops[i].bitmap, s))
+            alloc[(ops[i].offset - pos) / SECTOR + s] = 1;
+    }
+    for (uint64_t s = 0; s < n / SECTOR && r == 0; s++) {
+      if (run_alloc == alloc[s])
+        continue;
+      uint64_t at = pos + s * SECTOR;
+      if (run_alloc >= 0)
+        r = cb(opaque, run_start, at - run_start, run_alloc);
+      run_start = at;
+      run_alloc = alloc[s];
+    }
+  }
+  if (r == 0 && run_alloc >= 0)
+    r = cb(opaque, run_start, a1 - run_start, run_alloc);
+out:
+  free(ops);
+  free(bitmaps);
+  free(alloc);
+  return r;
+}

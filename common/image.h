@@ -1,0 +1,56 @@
+/* The image layer (DESIGN.md section 6): byte-granular reads and writes of
+ * a layered, optionally AES-256-XTS encrypted image over an object store.
+ *
+ * An image is a chain of layers: layer 0 is the image's own inode, layer i+1
+ * the parent of layer i (a snapshot). Each layer has its own XTS key or none.
+ * A sector is read from the first layer that has it and decrypted with that
+ * layer's key; a sector no layer has reads as zeros. Writes always go to
+ * layer 0, encrypted with its key; sector tweak = image byte offset / 4096.
+ *
+ * Writes that do not cover whole sectors are read-modify-write. Every write
+ * holds a lock on the sectors it touches, so concurrent overlapping writes
+ * leave each sector equal to one writer's version and no reader sees a torn
+ * sector. All calls are thread-safe: XTS contexts are pooled per layer. */
+#ifndef TROMCHO_IMAGE_H
+#define TROMCHO_IMAGE_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "crypto.h"
+#include "objstore.h"
+
+struct tc_layer_desc {
+  uint64_t inode;
+  bool encrypted;
+  uint8_t key[TC_XTS_KEY_SIZE];   /* when encrypted; copied, wiped on close */
+};
+
+struct tc_image;
+
+/* layers[0] is the image, layers[1..] its ancestors, nearest first.
+ * size must be a multiple of 4096; block_size a power of two >= 4096. */
+struct tc_image *tc_image_new(const struct tc_objstore *os, uint32_t block_size, uint64_t size,
+                              const struct tc_layer_desc *layers, int nlayers, bool readonly);
+void tc_image_free(struct tc_image *img);
+
+uint64_t tc_image_size(const struct tc_image *img);
+void tc_image_set_size(struct tc_image *img, uint64_t size);
+bool tc_image_readonly(const struct tc_image *img);
+
+/* Return 0, or -1 with errno and tc_last_error(). Ranges beyond the end of
+ * the image fail with EINVAL (ENOSPC for writes). */
+int tc_image_read(struct tc_image *img, void *buf, uint64_t len, uint64_t offset);
+int tc_image_write(struct tc_image *img, const void *buf, uint64_t len, uint64_t offset);
+/* Make every completed write durable. */
+int tc_image_flush(struct tc_image *img);
+/* Make the range read as zeros. Whole sectors are deallocated when no parent
+ * layer could show through; partial sectors are zero-written. */
+int tc_image_zero(struct tc_image *img, uint64_t len, uint64_t offset, bool may_trim);
+/* Trim = zero that may deallocate (reads return zeros afterwards). */
+int tc_image_trim(struct tc_image *img, uint64_t len, uint64_t offset);
+
+/* Extents: calls cb for consecutive runs of [offset, offset+len) that hold
+ * data in some layer (allocated=true) or in none (false), 4096 granularity. */
+typedef int (*tc_extent_cb)(void *opaque, uint64_t offset, uint64_t len, bool allocated);
+int tc_image_extents(struct tc_image *img, uint64_t len, uint64_t offset, tc_extent_cb cb, void *opaque);
+
+#endif

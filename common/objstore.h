@@ -1,0 +1,44 @@
+/* The object interface under the image layer: asynchronous reads and writes
+ * of byte ranges of one object (one block_size block of one inode). The
+ * cluster client implements it over the messenger (routing to PG primaries,
+ * retrying); tests implement it in memory. The image layer never talks to
+ * the network itself.
+ *
+ * Ranges are 4096-byte aligned and lie inside one object. A submitted
+ * operation completes exactly once by calling op->done(op), from any thread,
+ * with op->result = 0 or a negative errno. submit() itself never blocks for
+ * I/O (it may wait for back-pressure). */
+#ifndef TROMCHO_OBJSTORE_H
+#define TROMCHO_OBJSTORE_H
+#include <stdint.h>
+
+#define TC_SECTOR 4096
+
+enum tc_objop_code {
+  TC_OBJ_READ,      /* fill buf (len bytes) and bitmap; absent sectors read as zeros */
+  TC_OBJ_BITMAP,    /* fill only bitmap: which sectors of the range exist */
+  TC_OBJ_WRITE,     /* write buf (len bytes) */
+  TC_OBJ_DELETE,    /* make the range's sectors absent (trim) */
+  TC_OBJ_SYNC,      /* make every completed write durable (inode/offset unused) */
+};
+
+struct tc_objop {
+  enum tc_objop_code code;
+  uint64_t inode;
+  uint64_t offset;        /* byte offset in the inode */
+  uint32_t len;
+  void *buf;
+  uint8_t *bitmap;        /* 1 bit per sector of the range, LSB first; (len/4096+7)/8 bytes */
+  int result;
+  void (*done)(struct tc_objop *op);
+  void *opaque;           /* the submitter's */
+};
+
+struct tc_objstore {
+  /* Returns 0 once the operation is queued (it will complete through done),
+   * or a negative errno if it cannot be queued (done is not called). */
+  int (*submit)(void *ctx, struct tc_objop *op);
+  void *ctx;
+};
+
+#endif
