@@ -242,7 +242,7 @@ tc_perm_kv(const struct tc_identity *id, const char *key, enum tc_kv_access acce
   if (!key || key[0] != '/')
     return false;
   switch (id->role) {
-  case TC_ROLE_ANYONE:
+  case TC_ROLE_ANON:
     return false;   /* with use_perms every KV client proves who it is */
   case TC_ROLE_OSD:
     return key_in(key, osd_write) || (access == TC_KV_READ && key_in(key, osd_read));
@@ -282,7 +282,7 @@ tc_perm_kv_prefix_visible(const struct tc_identity *id, const char *prefix)
 {
   static const char *const client_image_keys[] = { "/config/inode/", "/index/image/", "/inode/stats/", NULL };
   switch (id->role) {
-  case TC_ROLE_ANYONE:
+  case TC_ROLE_ANON:
     return false;
   case TC_ROLE_OSD:
     return prefix_in(prefix, osd_read) || prefix_in(prefix, osd_write);

@@ -9,14 +9,8 @@
 #define TROMCHO_PERMS_H
 #include <stdbool.h>
 #include <stdint.h>
+#include "identity.h"
 
-/* Who the peer is, from the CA its certificate chains to (DESIGN.md 2). */
-enum tc_role {
-  TC_ROLE_ANYONE = 0,  /* no certificates configured: trusted-network mode */
-  TC_ROLE_OSD,         /* chains to osd_ca */
-  TC_ROLE_MON,         /* chains to mon_ca */
-  TC_ROLE_USER,        /* chains to client_ca; name = Common Name */
-};
 
 /* A user's record, /config/user/<name>. NULL user = no record: a user
  * without a record is a client that belongs to no group. */
@@ -27,7 +21,7 @@ struct tc_user {
 };
 
 struct tc_identity {
-  enum tc_role role;
+  enum tc_peer_role role;
   const char *name;           /* user name (CN) for TC_ROLE_USER */
   const struct tc_user *user; /* its record, or NULL */
 };

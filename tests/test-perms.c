@@ -53,7 +53,7 @@ main(void)
   const struct tc_identity root = { TC_ROLE_USER, "root", &root_u };
   const struct tc_identity osd = { TC_ROLE_OSD, NULL, NULL };
   const struct tc_identity mon = { TC_ROLE_MON, NULL, NULL };
-  const struct tc_identity anyone = { TC_ROLE_ANYONE, NULL, NULL };
+  const struct tc_identity anyone = { TC_ROLE_ANON, NULL, NULL };
 
   /* Image rights. */
   CHECK(tc_perm_image_read(&alice, &alice_img) && tc_perm_image_write(&alice, &alice_img), "owner rw");
