@@ -1,0 +1,54 @@
+/* Image records in the KV (DESIGN.md sections 3 and 6), Vitastor's layout:
+ *
+ *   /index/image/<name>            {"id": ID, "pool_id": POOL}
+ *   /config/inode/<pool>/<id>      {"name": .., "size": BYTES, "parent_pool": P, "parent_id": I,
+ *                                   "readonly": bool, "enc_key": "<128 hex>" | "vault:<ID>",
+ *                                   "owner": .., "owner_group": .., "reader_group": ..}
+ *   /index/maxid/<pool>            the largest id allocated in the pool
+ *
+ * The inode number used on the data path carries the pool in its top 16
+ * bits: inode = pool << 48 | id. This file parses and writes those records
+ * and resolves an image's key; it does no I/O itself except through the
+ * key sources (Vault comes with its issue). */
+#ifndef TROMCHO_IMAGE_META_H
+#define TROMCHO_IMAGE_META_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <json-c/json.h>
+#include "crypto.h"
+#include "tc_config.h"
+
+#define TC_POOL_SHIFT 48
+#define TC_INODE(pool, id) (((uint64_t) (pool) << TC_POOL_SHIFT) | (id))
+#define TC_INODE_POOL(inode) ((inode) >> TC_POOL_SHIFT)
+#define TC_INODE_ID(inode) ((inode) & ((1ULL << TC_POOL_SHIFT) - 1))
+
+struct tc_image_meta {
+  char *name;
+  uint64_t pool, id;           /* this layer's inode */
+  uint64_t size;
+  uint64_t parent_pool, parent_id;   /* 0, 0: no parent */
+  bool readonly;
+  char *enc_key;               /* as stored: NULL, 128 hex digits or vault:<ID> */
+  char *owner, *owner_group, *reader_group;
+};
+
+/* Parse a /config/inode value. pool and id come from the key. Returns 0, or
+ * -1 with a message naming the image and the field that is wrong. */
+int tc_image_meta_parse(struct tc_image_meta *m, uint64_t pool, uint64_t id, const char *json, size_t len);
+/* The JSON value to store (caller frees). */
+char *tc_image_meta_json(const struct tc_image_meta *m);
+void tc_image_meta_clear(struct tc_image_meta *m);
+
+/* Parse a /index/image value. */
+int tc_image_index_parse(const char *json, size_t len, uint64_t *pool, uint64_t *id);
+
+/* Turn an enc_key into the 64-byte XTS key. "HEX" (128 hex digits) is the
+ * key itself; "vault:ID" is fetched from Vault (vault_url, vault_ca, the
+ * client's cert/pkey). Refuses malformed keys and keys with equal halves. */
+int tc_image_key_resolve(const struct tc_config *cfg, const char *image, const char *enc_key,
+                         uint8_t key[TC_XTS_KEY_SIZE]);
+/* A new random key as 128 hex digits (+NUL) for `create --enc_key auto`. */
+int tc_image_key_generate(char hex[2 * TC_XTS_KEY_SIZE + 1]);
+
+#endif
