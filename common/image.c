@@ -492,7 +492,7 @@ tc_image_flush(struct tc_image *img)
 static int
 zero_sectors(struct tc_image *img, uint64_t off, uint64_t len, bool may_trim)
 {
-  if (may_trim && img->nlayers == 1) {
+  if (tc_image_zero_fast(img, may_trim)) {
     struct tc_objop *ops = calloc(count_chunks(img, off, len), sizeof *ops);
     if (!ops)
       return tc_error(ENOMEM, "image trim: out of memory");
@@ -540,6 +540,12 @@ tc_image_zero(struct tc_image *img, uint64_t len, uint64_t off, bool may_trim)
   }
   range_unlock(img, a0, a1);
   return r;
+}
+
+bool
+tc_image_zero_fast(const struct tc_image *img, bool may_trim)
+{
+  return may_trim && img->nlayers == 1;
 }
 
 int

@@ -45,6 +45,9 @@ int tc_image_flush(struct tc_image *img);
 /* Make the range read as zeros. Whole sectors are deallocated when no parent
  * layer could show through; partial sectors are zero-written. */
 int tc_image_zero(struct tc_image *img, uint64_t len, uint64_t offset, bool may_trim);
+/* Whether tc_image_zero over whole sectors is a metadata-only operation
+ * (no data written): true when it may trim and no parent can show through. */
+bool tc_image_zero_fast(const struct tc_image *img, bool may_trim);
 /* Trim = zero that may deallocate (reads return zeros afterwards). */
 int tc_image_trim(struct tc_image *img, uint64_t len, uint64_t offset);
 
