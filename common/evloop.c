@@ -82,6 +82,8 @@ tc_evloop_new(void)
   return l;
 }
 
+static void run_deferred(struct tc_evloop *l);
+
 static void
 free_dead(struct tc_evloop *l)
 {
@@ -107,6 +109,7 @@ tc_evloop_free(struct tc_evloop *l)
 {
   if (!l)
     return;
+  run_deferred(l);
   for (int i = 0; i < l->nfds; i++)
     free(l->fds[i]);
   free(l->fds);

@@ -27,8 +27,8 @@ typedef void (*tc_evloop_fd_cb)(struct tc_evloop *loop, int fd, uint32_t events,
 typedef void (*tc_evloop_cb)(struct tc_evloop *loop, void *arg);
 
 struct tc_evloop *tc_evloop_new(void);
-/* Frees the loop. Registered fds are not closed; pending submitted and
- * deferred calls are dropped; timers are freed. */
+/* Frees the loop: runs pending deferred calls first (they free objects),
+ * drops submitted calls and timers. Registered fds are not closed. */
 void tc_evloop_free(struct tc_evloop *loop);
 
 /* Watch fd (level-triggered). One registration per fd. */
