@@ -22,6 +22,8 @@ const struct tc_opt_def tc_options[] = {
   { "mon_etcd_client_key", TC_OPT_STRING, NULL, "key of mon_etcd_client_cert" },
   { "gateway_address", TC_OPT_STRING, "127.0.0.1:2379", "address:port the gateway's KV API listens on" },
   { "gateway_data", TC_OPT_STRING, "/var/lib/tromcho/gateway", "folder of the gateway's embedded store" },
+  { "gateway_store_size", TC_OPT_INT, "64G", "largest size the gateway's embedded store may grow to (LMDB map size)" },
+  { "gateway_max_request_bytes", TC_OPT_INT, "16M", "largest request body the gateway's KV API accepts" },
   { "server_cert", TC_OPT_STRING, NULL, "TLS certificate of the admin HTTPS API" },
   { "server_pkey", TC_OPT_STRING, NULL, "key of server_cert" },
   /* identities and rights */
