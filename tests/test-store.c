@@ -506,7 +506,7 @@ main(void)
   test_crash_loses_only_unsynced();
   test_corruption();
   test_space();
-  test_many_objects(20000);
+  test_many_objects(getenv("TEST_STORE_OBJECTS") ? atoi(getenv("TEST_STORE_OBJECTS")) : 20000);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0)
