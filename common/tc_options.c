@@ -47,6 +47,9 @@ const struct tc_opt_def tc_options[] = {
   { "msgr_max_inflight_ops", TC_OPT_INT, "256", "operations in flight per connection before senders wait" },
   { "msgr_max_inflight_bytes", TC_OPT_INT, "67108864", "bytes in flight per connection before senders wait" },
   { "handshake_timeout", TC_OPT_INT, "10", "seconds a handshake may take" },
+  /* cluster client */
+  { "client_op_timeout", TC_OPT_INT, "120", "cluster client: seconds an operation keeps retrying (OSD lost, PG moving) before it fails" },
+  { "client_retry_interval", TC_OPT_INT, "100", "cluster client: ms between retries of an operation that waits for an OSD or a new map" },
   /* image encryption */
   { "vault_url", TC_OPT_STRING, NULL, "Vault/OpenBao base URL for vault:<ID> keys" },
   { "vault_ca", TC_OPT_STRING, NULL, "CA of the Vault server" },
