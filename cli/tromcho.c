@@ -9,6 +9,8 @@
 
 static const struct tc_command commands[] = {
   { "cpubench", cmd_cpubench, "cpubench [--seconds S] [--json]   transport and image encryption speed of this CPU" },
+  { "make-certs", cmd_make_certs, "make-certs --dir DIR [--days N] [--key-type ecdsa|ed25519|rsa] [--force]\n"
+    "  make-certs user NAME [--admin] --dir DIR      CAs, OSD/gateway/admin certificates and tromcho.conf; user certificates" },
   { "selftest", cmd_selftest, "selftest                          crypto known-answer self-test" },
   { NULL, NULL, NULL }
 };
