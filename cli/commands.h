@@ -14,5 +14,6 @@ struct tc_command {
 int cmd_make_certs(int argc, char **argv, struct tc_config *cfg);
 int cmd_cpubench(int argc, char **argv, struct tc_config *cfg);
 int cmd_selftest(int argc, char **argv, struct tc_config *cfg);
+int cmd_osd_create(int argc, char **argv, struct tc_config *cfg);
 
 #endif
