@@ -153,6 +153,8 @@ int tc_msgr_conn_mode(const struct tc_msgr_conn *c);     /* after UP */
 int tc_msgr_conn_keyed(const struct tc_msgr_conn *c);    /* 1 if frames are sealed */
 const struct tc_msgr_identity *tc_msgr_conn_peer(const struct tc_msgr_conn *c);
 const char *tc_msgr_conn_peername(const struct tc_msgr_conn *c);   /* "127.0.0.1:5555" */
+/* Why the connection closed (in the DOWN callback; "" before). */
+const char *tc_msgr_conn_close_reason(const struct tc_msgr_conn *c);
 void tc_msgr_conn_set_data(struct tc_msgr_conn *c, void *data);
 void *tc_msgr_conn_get_data(const struct tc_msgr_conn *c);
 /* Counters for tests and stats. */
