@@ -73,15 +73,14 @@
 #include <sys/uio.h>
 #include "evloop.h"
 #include "frame.h"
-#include "identity.h"
 #include "tc_config.h"
+#include "identity.h"
 
 enum tc_msgr_mode { TC_MODE_NONE = 0, TC_MODE_PAYLOAD = 1, TC_MODE_GCM = 2 };
 #define TC_MODE_UNSET (-1)
 /* "none", "payload", "gcm" -> mode; "" -> TC_MODE_UNSET; else -1 - 1 = -2. */
 int tc_msgr_mode_parse(const char *s);
 const char *tc_msgr_mode_name(int mode);
-
 
 #define TC_ROLE_BIT(r) (1u << (r))
 #define TC_ROLES_ALL (TC_ROLE_BIT(TC_ROLE_ANON) | TC_ROLE_BIT(TC_ROLE_OSD) | \
@@ -154,6 +153,8 @@ int tc_msgr_conn_mode(const struct tc_msgr_conn *c);     /* after UP */
 int tc_msgr_conn_keyed(const struct tc_msgr_conn *c);    /* 1 if frames are sealed */
 const struct tc_msgr_identity *tc_msgr_conn_peer(const struct tc_msgr_conn *c);
 const char *tc_msgr_conn_peername(const struct tc_msgr_conn *c);   /* "127.0.0.1:5555" */
+/* Why the connection closed (in the DOWN callback; "" before). */
+const char *tc_msgr_conn_close_reason(const struct tc_msgr_conn *c);
 void tc_msgr_conn_set_data(struct tc_msgr_conn *c, void *data);
 void *tc_msgr_conn_get_data(const struct tc_msgr_conn *c);
 /* Counters for tests and stats. */

@@ -87,11 +87,12 @@ tc_msgr_conn_fail(struct tc_msgr_conn *c, int err, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (err)
+  if (err && !(err == ECONNRESET && c->state == C_UP && c->clean_eof))
     tc_warn("msgr: %s %s: %s", peer_word(c), c->peername, msg);
   else
-    tc_debug("msgr: %s %s: %s", peer_word(c), c->peername, msg);
+    tc_info("msgr: %s %s: %s", peer_word(c), c->peername, msg);
   struct tc_msgr *m = c->m;
+  snprintf(c->close_reason, sizeof c->close_reason, "%s", msg);
   c->state = C_CLOSED;
   c->close_err = err ? -err : -ECONNRESET;
   if (c->hs_timer) {
@@ -602,6 +603,26 @@ parse(struct tc_msgr_conn *c)
       return 0;
     if (c->rstate == R_HDR) {
       size_t hw = tc_frame_hdr_wire(&c->fr);
+      /* A server that refuses our certificate answers our Finished with an
+       * alert, which arrives where we expect the first frame. */
+      if (!c->is_server && c->st.frames_in == 0 && avail >= 4 &&
+          !memcmp(c->rbuf + c->rpos, "\x0f\x01\x00\x00", 4)) {
+        const uint8_t *a = c->rbuf + c->rpos;
+        if (avail < 8)
+          return 0;
+        uint32_t alen = a[4] | a[5] << 8 | (uint32_t) a[6] << 16 | (uint32_t) a[7] << 24;
+        if (alen >= 2 && alen <= 202) {
+          if (avail < 8 + alen)
+            return 0;
+          char text[201];
+          size_t n = alen - 2;
+          for (size_t i = 0; i < n; i++)
+            text[i] = a[10 + i] >= 0x20 && a[10 + i] < 0x7f ? (char) a[10 + i] : '?';
+          text[n] = 0;
+          tc_msgr_conn_fail(c, ECONNREFUSED, "handshake refused: server refused the handshake: %s", text);
+          return -1;
+        }
+      }
       if (avail < hw)
         return 0;
       if (tc_frame_open_hdr(&c->fr, c->rbuf + c->rpos, &c->cur) < 0) {
@@ -670,6 +691,7 @@ do_read(struct tc_msgr_conn *c)
     }
     if (n == 0) {
       int clean = c->state == C_UP && c->rstate == R_HDR && c->rpos == c->rlen;
+      c->clean_eof = clean;
       if (clean)
         tc_msgr_conn_fail(c, ECONNRESET, "closed by the peer");
       else
@@ -755,6 +777,12 @@ void *
 tc_msgr_conn_get_data(const struct tc_msgr_conn *c)
 {
   return c->data;
+}
+
+const char *
+tc_msgr_conn_close_reason(const struct tc_msgr_conn *c)
+{
+  return c->close_reason;
 }
 
 void

@@ -149,8 +149,9 @@ struct tc_msgr_conn {
   struct tc_msgr_conn *next, *prev;   /* in m->conns */
   struct tc_msgr_conn *next_flush, *next_dead;
   int in_flushq;
-  int fd, state, is_server, close_err, up_reported;
+  int fd, state, is_server, close_err, up_reported, clean_eof;
   char peername[64];
+  char close_reason[700];
   tc_msgr_conn_cb cb;
   void *cb_arg, *data;
   struct tc_timer *hs_timer;

@@ -56,6 +56,10 @@ const struct tc_opt_def tc_options[] = {
   /* OSD store */
   { "osd_num", TC_OPT_INT, NULL, "this OSD's number (osd-create: required until it is allocated from the KV)" },
   { "block_size", TC_OPT_INT, "131072", "object size of a new OSD store (power of two, 4k..1M), fixed at osd-create" },
+  /* OSD daemon */
+  { "osd_data", TC_OPT_STRING, NULL, "tromcho-osd: the store's data file or device (default: what osd-create recorded in /config/osd/<osd_num>)" },
+  { "osd_meta", TC_OPT_STRING, NULL, "tromcho-osd: the store's metadata file (default: osd_data + .meta)" },
+  { "osd_port", TC_OPT_INT, "0", "tromcho-osd: TCP port to listen on (0: any free port, published in /osd/state)" },
   { NULL, 0, NULL, NULL }
 };
 

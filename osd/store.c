@@ -78,15 +78,16 @@ rec_empty(const struct tc_store *st)
   return 1;
 }
 
-/* Store st->rec as (inode, block), or delete the key if it has no sectors. */
+/* Store st->rec as (inode, block), or delete the key if it has no sectors
+ * (unless keep: a tombstone, an object with a version and no sectors). */
 static int
-rec_save(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block)
+rec_save_keep(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block, int keep)
 {
   uint8_t key[16];
   tc_obj_key(key, inode, block);
   MDB_val k = { sizeof key, key };
   int rc;
-  if (rec_empty(st)) {
+  if (!keep && rec_empty(st)) {
     rc = mdb_del(txn, st->objs, &k, NULL);
     if (rc == MDB_NOTFOUND)
       rc = 0;
@@ -96,6 +97,12 @@ rec_save(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block)
     rc = mdb_put(txn, st->objs, &k, &v, 0);
   }
   return rc ? tc_store_mdb_error(rc, "mdb_put", st->meta_path) : 0;
+}
+
+static int
+rec_save(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block)
+{
+  return rec_save_keep(st, txn, inode, block, 0);
 }
 
 /* Make the batch durable: data first, then the metadata that points at it;
@@ -518,8 +525,11 @@ tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t le
   return 0;
 }
 
-int
-tc_store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len)
+/* Delete sectors; with tombstone, also set the version and keep the
+ * object's record when no sector remains. */
+static int
+store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len, int tombstone,
+             uint64_t version)
 {
   SCOPED_LOCK(&st->lock);
   CHECK_USABLE(st);
@@ -533,9 +543,9 @@ tc_store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t l
   int found = rec_load(st, txn, inode, block);
   if (found < 0)
     return mark_broken(st);
-  if (!found)
+  if (!found && !tombstone)
     return 0;
-  int changed = 0;
+  int changed = tombstone && (!found || st->rec.version != version);
   for (uint32_t s = first; s < first + count; s++)
     if (tc_bit(st->rec.bitmap, s)) {
       if (tc_runs_add(&st->to_punch, st->rec.loc[s], 1) < 0)
@@ -545,11 +555,26 @@ tc_store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t l
     }
   if (!changed)
     return 0;
-  if (rec_save(st, txn, inode, block) < 0)
+  if (tombstone)
+    st->rec.version = version;
+  if (rec_save_keep(st, txn, inode, block, tombstone) < 0)
     return mark_broken(st);
   if (++st->batch_ops >= TC_STORE_BATCH_MAX && commit(st) < 0)
     return mark_broken(st);
   return 0;
+}
+
+int
+tc_store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len)
+{
+  return store_delete(st, inode, offset, len, 0, 0);
+}
+
+int
+tc_store_delete_version(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
+                        uint64_t version)
+{
+  return store_delete(st, inode, offset, len, 1, version);
 }
 
 int

@@ -106,6 +106,12 @@ int tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_
  * of the data file once the deletion is durable. Deleting absent sectors
  * is not an error. */
 int tc_store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len);
+/* As tc_store_delete, and set the object's version; the object stays (a
+ * tombstone: a version and no sectors) when no sector remains, so that
+ * replicas can tell a deleted object from one they never had. tc_store_list
+ * reports tombstones with sectors = 0. */
+int tc_store_delete_version(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
+                            uint64_t version);
 /* Delete the whole object that holds offset. */
 int tc_store_delete_object(struct tc_store *st, uint64_t inode, uint64_t offset);
 
