@@ -69,6 +69,7 @@ client_refused () {
     fail "client $* was accepted: $out"
   fi
   grep -qE -- "$cpat" <<<"$out" || fail "client $*: refusal does not match '$cpat': $out"
+  if grep -qE 'Sanitizer|runtime error' <<<"$out"; then fail "client $*: sanitizer report: $out"; fi
   if [ -n "$spat" ]; then
     WAIT_SECS=5 wait_for grep -qE -- "$spat" "$SERR" || fail "server log does not match '$spat': $(cat "$SERR")"
   fi
@@ -142,3 +143,11 @@ WAIT_SECS=5 wait_for grep -q 'handshake refused: handshake message with version'
   fail "garbage not refused: $(cat "$SERR")"
 kill -0 $SPID || fail "server died on garbage"
 echo "identity checks passed"
+
+# Stop the servers (they exit through their signal handler, so LeakSanitizer
+# runs) and refuse any sanitizer report from any process of this test.
+for p in "${pids[@]}"; do stop_pid $p; done
+pids=()
+if grep -lE 'Sanitizer|runtime error' "$TESTDIR"/*.err "$TESTDIR"/*.out 2>/dev/null; then
+  fail "sanitizer report: $(grep -hE -A5 'Sanitizer|runtime error' "$TESTDIR"/*.err "$TESTDIR"/*.out | head -40)"
+fi

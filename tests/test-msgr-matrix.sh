@@ -92,6 +92,7 @@ check () {
     *) got="?" ;;
   esac
   cells=$((cells + 1))
+  if grep -qE 'Sanitizer|runtime error' "$TESTDIR/client.err"; then fail "client: sanitizer report: $(cat "$TESTDIR/client.err")"; fi
   local what="certs=$certs server(mode=$smode force=$sforce) client(mode=$cmode force=$cforce)"
   [ "$got" = "$expect" ] || fail "$what: expected $expect, got $got: $out $(cat "$TESTDIR/client.err")"
   if [ "$got" = X ]; then
@@ -130,6 +131,7 @@ run_table () {
           fail "server logged no refusal: $(cat "$TESTDIR/srv.err")"
       fi
       stop_pid $SPID
+      if grep -qE 'Sanitizer|runtime error' "$TESTDIR/srv.err"; then fail "server: sanitizer report: $(cat "$TESTDIR/srv.err")"; fi
     done
   done <<<"$table"
 }
@@ -138,3 +140,11 @@ run_table "$MATRIX" server
 run_table "$CLIENT_FORCE" client
 echo "matrix: $cells cells as expected"
 [ "$cells" -eq $(( (24 + 4) * 3 )) ] || fail "expected 84 cells, ran $cells"
+
+# Stop the servers (they exit through their signal handler, so LeakSanitizer
+# runs) and refuse any sanitizer report from any process of this test.
+for p in "${pids[@]}"; do stop_pid $p; done
+pids=()
+if grep -lE 'Sanitizer|runtime error' "$TESTDIR"/*.err "$TESTDIR"/*.out 2>/dev/null; then
+  fail "sanitizer report: $(grep -hE -A5 'Sanitizer|runtime error' "$TESTDIR"/*.err "$TESTDIR"/*.out | head -40)"
+fi

@@ -96,3 +96,11 @@ grep -q 'handshake not finished after 1000 ms' "$SERR" || fail "no timeout log l
 WAIT_SECS=5 wait_for grep -q 'in the middle of the handshake' "$SERR" || fail "cut handshake not logged: $(cat "$SERR")"
 out=$("$ECHO" client --port $PORT $CLI --count 3 2>&1) || fail "server no longer serves: $out"
 echo "wire checks passed"
+
+# Stop the servers (they exit through their signal handler, so LeakSanitizer
+# runs) and refuse any sanitizer report from any process of this test.
+for p in "${pids[@]}"; do stop_pid $p; done
+pids=()
+if grep -lE 'Sanitizer|runtime error' "$TESTDIR"/*.err "$TESTDIR"/*.out 2>/dev/null; then
+  fail "sanitizer report: $(grep -hE -A5 'Sanitizer|runtime error' "$TESTDIR"/*.err "$TESTDIR"/*.out | head -40)"
+fi
