@@ -706,6 +706,9 @@ do_read(struct tc_msgr_conn *c)
       return;
     }
   }
+  /* The last round's read may have completed a frame that no further
+   * event will announce (level-triggered: the socket may now be empty). */
+  parse(c);
 }
 
 void
