@@ -21,7 +21,7 @@ kv_get () {
 write_conf () {
   CONF=$TESTDIR/tromcho.conf
   cat > "$CONF" <<JSON
-{"etcd_address": "$KV_URL", "log_level": "${LOG_LEVEL:-info}", "client_op_timeout": ${OP_TIMEOUT:-60} ${EXTRA_CONF:-}}
+{"etcd_address": "$KV_URL", "log_level": "${LOG_LEVEL:-warn}", "client_op_timeout": ${OP_TIMEOUT:-60} ${EXTRA_CONF:-}}
 JSON
   export TROMCHO_CONFIG=$CONF
 }
