@@ -20,8 +20,11 @@ struct osd_link {
   char *host;
   int port;
   struct tc_msgr_conn *conn;   /* NULL: not connected */
+  uint64_t last_connect;       /* ms: reconnect at most every RECONNECT_MS */
   struct osd_link *next;
 };
+
+#define RECONNECT_MS 500
 
 enum sreq_kind { SR_DATA, SR_SYNC, SR_LIST };
 
@@ -42,6 +45,14 @@ struct sreq {
   struct sreq *wnext;          /* the wait list */
 };
 
+/* One acknowledged WRITE (data) or DELETE (data NULL) awaiting a SYNC. */
+struct unsynced {
+  uint64_t seq, inode, offset;
+  uint32_t len;
+  uint8_t *data;
+  struct unsynced *next, *prev;
+};
+
 /* One operation of the object store, or a listing. */
 struct cop {
   struct tc_cluster *cl;
@@ -50,6 +61,9 @@ struct cop {
   int pending;
   int error;
   bool resync;                 /* SYNC: a target was lost, sync everything again */
+  uint64_t sync_seq;           /* SYNC: the log entries it covers (seq <= this) */
+  int replay_pending;          /* SYNC: replayed writes still in flight */
+  bool internal;               /* a replay: op is ours, free it when done */
   int nparts;
   struct sreq *parts;
   /* listing */
@@ -79,6 +93,11 @@ struct tc_cluster {
   struct tc_timer *retry_timer;
   uint64_t *dirty;             /* OSDs written since the last SYNC */
   size_t ndirty, dirty_cap;
+  /* Acknowledged writes not yet covered by a SYNC, oldest first: replayed
+   * when an OSD that took some of them is lost before the SYNC. */
+  struct unsynced *log_head, *log_tail;
+  uint64_t log_seq, log_bytes, max_dirty;
+  bool auto_syncing;
   bool stopping;
 
   /* the map for other threads */
@@ -338,7 +357,12 @@ link_get(struct tc_cluster *cl, uint64_t id)
     free(l->host);
     l->host = h;
   }
+  bool moved = l->port != a->port;
   l->port = a->port;
+  uint64_t now = tc_now_ms();
+  if (!moved && l->last_connect && now - l->last_connect < RECONNECT_MS)
+    return NULL;   /* it refused a moment ago: wait for the next retry or map */
+  l->last_connect = now;
   l->conn = tc_msgr_connect(cl->msgr, l->host, l->port, link_cb, l);
   if (!l->conn)
     tc_debug("cluster: cannot connect to OSD %" PRIu64 " at %s:%d: %s", id, l->host, l->port, tc_last_error());
@@ -393,6 +417,213 @@ dirty_add(struct tc_cluster *cl, uint64_t osd)
   cl->dirty[cl->ndirty++] = osd;
 }
 
+
+/* --- the unsynced-write log --- */
+
+static void
+log_unlink(struct tc_cluster *cl, struct unsynced *u)
+{
+  if (u->prev)
+    u->prev->next = u->next;
+  else
+    cl->log_head = u->next;
+  if (u->next)
+    u->next->prev = u->prev;
+  else
+    cl->log_tail = u->prev;
+  cl->log_bytes -= u->len;
+  free(u->data);
+  free(u);
+}
+
+static struct unsynced *
+log_piece(struct tc_cluster *cl, const struct unsynced *from, uint64_t off, uint64_t end)
+{
+  struct unsynced *p = calloc(1, sizeof *p);
+  if (!p)
+    return NULL;
+  p->seq = from->seq;
+  p->inode = from->inode;
+  p->offset = off;
+  p->len = (uint32_t) (end - off);
+  if (from->data) {
+    if (!(p->data = malloc(p->len))) {
+      free(p);
+      return NULL;
+    }
+    memcpy(p->data, from->data + (off - from->offset), p->len);
+  }
+  cl->log_bytes += p->len;
+  return p;
+}
+
+/* Record an acknowledged write; older entries it covers are dropped (or cut
+ * to what it does not cover), so a replay never brings back old data. */
+static void
+log_add(struct tc_cluster *cl, uint64_t inode, uint64_t off, uint32_t len, const void *data)
+{
+  uint64_t end = off + len;
+  for (struct unsynced *u = cl->log_head, *next; u; u = next) {
+    next = u->next;
+    uint64_t ue = u->offset + u->len;
+    if (u->inode != inode || ue <= off || end <= u->offset)
+      continue;
+    struct unsynced *head = u->offset < off ? log_piece(cl, u, u->offset, off) : NULL;
+    struct unsynced *tail = ue > end ? log_piece(cl, u, end, ue) : NULL;
+    /* Put the pieces where u was (same age), then drop u. */
+    struct unsynced *pieces[2] = { head, tail };
+    for (int i = 0; i < 2; i++) {
+      struct unsynced *p = pieces[i];
+      if (!p)
+        continue;
+      p->prev = u->prev;
+      p->next = u;
+      if (u->prev)
+        u->prev->next = p;
+      else
+        cl->log_head = p;
+      u->prev = p;
+    }
+    log_unlink(cl, u);
+  }
+  struct unsynced *n = calloc(1, sizeof *n);
+  if (!n || (data && !(n->data = malloc(len)))) {
+    free(n);
+    tc_err("cluster: out of memory keeping an unsynced write for replay");
+    return;
+  }
+  if (data)
+    memcpy(n->data, data, len);
+  n->seq = ++cl->log_seq;
+  n->inode = inode;
+  n->offset = off;
+  n->len = len;
+  n->prev = cl->log_tail;
+  if (cl->log_tail)
+    cl->log_tail->next = n;
+  else
+    cl->log_head = n;
+  cl->log_tail = n;
+  cl->log_bytes += len;
+}
+
+/* A SYNC covering seq <= upto succeeded: forget those. */
+static void
+log_trim(struct tc_cluster *cl, uint64_t upto)
+{
+  while (cl->log_head && cl->log_head->seq <= upto)
+    log_unlink(cl, cl->log_head);
+}
+
+static void cop_start(struct tc_evloop *loop, void *arg);
+static void cop_free(struct cop *cop);
+
+static void
+replay_put(struct cop *sync, int result)
+{
+  if (result < 0 && !sync->error) {
+    tc_warn("cluster: replaying an unsynced write failed: %s", strerror(-result));
+    sync->error = result;
+  }
+  if (--sync->replay_pending == 0) {
+    if (sync->error) {
+      struct tc_objop *sop = sync->op;
+      sop->result = sync->error;
+      cop_free(sync);
+      sop->done(sop);
+    }
+    else
+      cop_start_sync(sync, true);
+  }
+}
+
+static void
+replay_done(struct tc_objop *op)
+{
+  struct cop *sync = op->opaque;
+  int r = op->result;
+  free(op->buf);
+  free(op);
+  replay_put(sync, r);
+}
+
+/* An OSD was lost before the SYNC: write again everything the SYNC was to
+ * make durable (routed to the PGs' current primaries), then sync all. */
+static void
+replay_then_sync(struct cop *sync)
+{
+  struct tc_cluster *cl = sync->cl;
+  sync->replay_pending = 1;   /* ours, dropped at the end */
+  uint64_t n = 0;
+  for (struct unsynced *u = cl->log_head; u && u->seq <= sync->sync_seq; u = u->next) {
+    struct tc_objop *op = calloc(1, sizeof *op);
+    struct cop *c = calloc(1, sizeof *c);
+    struct sreq *part = calloc(1, sizeof *part);
+    uint8_t *buf = u->data ? malloc(u->len) : NULL;
+    if (!op || !c || !part || (u->data && !buf)) {
+      free(op);
+      free(c);
+      free(part);
+      free(buf);
+      sync->error = -ENOMEM;
+      break;
+    }
+    if (buf)
+      memcpy(buf, u->data, u->len);
+    *op = (struct tc_objop) { .code = buf ? TC_OBJ_WRITE : TC_OBJ_DELETE, .inode = u->inode, .offset = u->offset,
+                              .len = u->len, .buf = buf, .done = replay_done, .opaque = sync };
+    c->cl = cl;
+    c->op = op;
+    c->internal = true;
+    c->deadline = sync->deadline;
+    c->nparts = 1;
+    c->parts = part;
+    part->cop = c;
+    part->kind = SR_DATA;
+    part->off = u->offset;
+    part->len = u->len;
+    sync->replay_pending++;
+    n++;
+    cop_start(cl->loop, c);
+  }
+  if (n)
+    tc_info("cluster: an OSD was lost before a flush: replaying %" PRIu64 " unsynced writes", n);
+  replay_put(sync, 0);
+}
+
+static void
+auto_sync_done(struct tc_objop *op)
+{
+  struct tc_cluster *cl = op->opaque;
+  cl->auto_syncing = false;
+  if (op->result < 0)
+    tc_warn("cluster: background sync failed: %s", strerror(-op->result));
+  free(op);
+}
+
+/* Too many unsynced bytes kept for replay: sync in the background. */
+static void
+auto_sync(struct tc_cluster *cl)
+{
+  if (cl->auto_syncing || cl->stopping)
+    return;
+  struct tc_objop *op = calloc(1, sizeof *op);
+  struct cop *c = calloc(1, sizeof *c);
+  if (!op || !c) {
+    free(op);
+    free(c);
+    return;
+  }
+  *op = (struct tc_objop) { .code = TC_OBJ_SYNC, .done = auto_sync_done, .opaque = cl };
+  c->cl = cl;
+  c->op = op;
+  c->internal = true;
+  c->deadline = tc_now_ms() + cl->op_timeout_ms;
+  cl->auto_syncing = true;
+  STAT_INC(cl, ops);
+  cop_start_sync(c, false);
+}
+
 static void
 cop_free(struct cop *cop)
 {
@@ -410,9 +641,11 @@ cop_complete(struct cop *cop)
   struct tc_cluster *cl = cop->cl;
   if (cop->op && cop->op->code == TC_OBJ_SYNC && cop->resync && !cop->error && !cl->stopping &&
       tc_now_ms() < cop->deadline) {
-    cop_start_sync(cop, true);
+    replay_then_sync(cop);
     return;
   }
+  if (cop->op && cop->op->code == TC_OBJ_SYNC && !cop->error && !cop->resync)
+    log_trim(cl, cop->sync_seq);
   if (!cop->op) {
     pthread_mutex_lock(cop->wlock);
     *cop->wdone = true;
@@ -476,6 +709,23 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
     return;
   }
   int status = req->reply.status;
+  /* An OSD that cannot get a write to pg_minsize replicas (a member just
+   * died, the PG is not complete yet) answers -EIO: the PG may serve it
+   * again soon, so writes and syncs retry until the deadline. */
+  if (status == -EIO && sr->kind != SR_LIST && (sr->kind == SR_SYNC || cop->op->code == TC_OBJ_WRITE ||
+                                                cop->op->code == TC_OBJ_DELETE) && !cl->stopping) {
+    if (own_payload)
+      free(payload);
+    STAT_INC(cl, retries);
+    request_refresh(cl);
+    if (sr->kind == SR_SYNC) {
+      cop->resync = true;
+      part_finish(sr, 0);
+    }
+    else
+      sreq_wait(sr, -EIO);
+    return;
+  }
   if (status < 0) {
     if (own_payload)
       free(payload);
@@ -496,8 +746,13 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
       if (r == 0 && op->bitmap)
         set_bits(op->bitmap, (sr->off - op->offset) / TC_SECTOR, req->reply.offset, sr->len / TC_SECTOR);
     }
-    else
+    else {
       dirty_add(cl, sr->osd);
+      log_add(cl, op->inode, sr->off, sr->len,
+              op->code == TC_OBJ_WRITE ? (const uint8_t *) op->buf + (sr->off - op->offset) : NULL);
+      if (cl->log_bytes > cl->max_dirty)
+        auto_sync(cl);
+    }
     break;
   case SR_LIST: {
     size_t k = req->reply.len / sizeof(struct tc_osd_list_entry);
@@ -547,6 +802,12 @@ sreq_dispatch(struct sreq *sr)
   }
   uint64_t inode = cop->op ? cop->op->inode : cop->first;
   uint64_t osd = sr->osd;
+  if (sr->kind == SR_SYNC && !tc_map_osd(cl->map, osd)) {
+    /* The OSD left the cluster: sync every OSD of the map instead. */
+    cop->resync = true;
+    part_finish(sr, 0);
+    return;
+  }
   if (sr->kind != SR_SYNC) {
     uint64_t pool = TC_INODE_POOL(inode);
     const struct tc_pool_info *p = tc_map_pool(cl->map, pool);
@@ -630,6 +891,7 @@ cop_start_sync(struct cop *cop, bool all)
     for (size_t i = 0; i < cl->map->n_osds; i++)
       dirty_add(cl, cl->map->osds[i].id);
   cop->resync = false;
+  cop->sync_seq = cl->log_seq;
   size_t n = cl->ndirty;
   if (n > (size_t) cop->nparts) {
     struct sreq *np = realloc(cop->parts, n * sizeof *np);
@@ -659,7 +921,10 @@ cop_start_sync(struct cop *cop, bool all)
     cop->parts[i].kind = SR_SYNC;
     cop->parts[i].osd = cl->dirty[i];
   }
-  cl->ndirty = 0;
+  /* A background sync leaves the set to the next flush: a flush must not
+   * return before every OSD it depends on synced. */
+  if (!cop->internal)
+    cl->ndirty = 0;
   /* A resync waits a little: the lost OSD may still be in the map. */
   for (size_t i = 0; i < n; i++) {
     if (all)
@@ -864,6 +1129,12 @@ tc_cluster_new(const struct tc_config *cfg, struct tc_kv *kv)
     goto fail;
   }
   cl->op_timeout_ms = (uint64_t) to * 1000;
+  int64_t md = tc_config_int(cfg, "client_max_dirty_bytes");
+  if (md < (1 << 20)) {
+    tc_error(EINVAL, "option client_max_dirty_bytes: at least 1M");
+    goto fail;
+  }
+  cl->max_dirty = (uint64_t) md;
   cl->retry_ms = (uint64_t) ri;
   if (!(cl->prefix = strdup(tc_kv_prefix(kv)))) {
     tc_error(ENOMEM, "cluster: out of memory");
@@ -956,6 +1227,8 @@ tc_cluster_free(struct tc_cluster *cl)
   tc_map_unref(cl->map);
   tc_map_unref(cl->shared_map);
   free(cl->dirty);
+  while (cl->log_head)
+    log_unlink(cl, cl->log_head);
   free(cl->prefix);
   pthread_mutex_destroy(&cl->map_lock);
   pthread_mutex_destroy(&cl->refresh_lock);

@@ -50,6 +50,7 @@ const struct tc_opt_def tc_options[] = {
   /* cluster client */
   { "client_op_timeout", TC_OPT_INT, "120", "cluster client: seconds an operation keeps retrying (OSD lost, PG moving) before it fails" },
   { "client_retry_interval", TC_OPT_INT, "100", "cluster client: ms between retries of an operation that waits for an OSD or a new map" },
+  { "client_max_dirty_bytes", TC_OPT_INT, "64M", "cluster client: unsynced written bytes kept for replay after an OSD loss before a background sync" },
   /* image encryption */
   { "vault_url", TC_OPT_STRING, NULL, "Vault/OpenBao base URL for vault:<ID> keys" },
   { "vault_ca", TC_OPT_STRING, NULL, "CA of the Vault server" },
