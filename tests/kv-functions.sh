@@ -52,3 +52,15 @@ kv_restart () {
   kv_stop "$1"
   kv_spawn "$1"
 }
+
+# kv_get KEY: print the value of KEY (nothing if absent) from $KV_URL, through
+# the JSON API itself, so it works against etcd and the gateway alike.
+kv_get () {
+  local k
+  k=$(printf '%s' "$1" | base64 -w0)
+  curl -sf -X POST "$KV_URL/v3/kv/range" -d "{\"key\": \"$k\"}" | python3 -c '
+import base64, json, sys
+r = json.load(sys.stdin)
+for kv in r.get("kvs", []):
+    sys.stdout.write(base64.b64decode(kv.get("value", "")).decode())'
+}
