@@ -37,7 +37,9 @@ k(const char *suffix)
 static struct tc_kv *
 client(const char *const *urls, int n)
 {
-  struct tc_kv_options o = { .urls = urls, .n_urls = n, .connect_timeout_ms = 500, .request_timeout_ms = 10000 };
+  /* https: the CA and client certificate from the environment. */
+  struct tc_kv_options o = { .urls = urls, .n_urls = n, .connect_timeout_ms = 2000, .request_timeout_ms = 10000,
+                             .ca = getenv("KV_CA"), .cert = getenv("KV_CERT"), .key = getenv("KV_KEY") };
   struct tc_kv *kv = tc_kv_new(&o);
   if (!kv) {
     fprintf(stderr, "tc_kv_new: %s\n", tc_last_error());
@@ -486,9 +488,10 @@ test_watch(struct tc_kv *kv)
   tc_kv_watch_cancel(w);
 
   /* Compaction: a watch from a compacted revision is told so. */
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "curl -sf -X POST %s/v3/kv/compaction -d '{\"revision\": %" PRId64 "}' >/dev/null",
-           url, start + 5);
+  char cmd[1024];
+  const char *curlopts = getenv("KV_CURLOPTS");
+  snprintf(cmd, sizeof cmd, "curl -sf %s -X POST %s/v3/kv/compaction -d '{\"revision\": %" PRId64 "}' >/dev/null",
+           curlopts ? curlopts : "", url, start + 5);
   if (system(cmd) == 0) {
     struct collect c2 = { .lock = PTHREAD_MUTEX_INITIALIZER };
     w = tc_kv_watch(wkv, k("w/"), 0, true, start, on_watch, &c2);
@@ -512,7 +515,7 @@ static void
 test_failover(void)
 {
   /* A port nothing listens on: bind, note it, close. */
-  const char *urls[2] = { "http://127.0.0.1:1", url };
+  const char *urls[2] = { !strncmp(url, "https", 5) ? "https://127.0.0.1:1" : "http://127.0.0.1:1", url };
   struct tc_kv *kv = client(urls, 2);
   struct tc_kv_result r;
   CHECK(tc_kv_put(kv, k("fo"), 0, "x", 0, 0, NULL) == 0, "put through the second endpoint: %s", tc_last_error());
@@ -521,7 +524,7 @@ test_failover(void)
   tc_kv_result_free(&r);
   struct collect c = { .lock = PTHREAD_MUTEX_INITIALIZER };
   /* A watch that starts on the dead endpoint moves on by itself. */
-  const char *urls2[2] = { "http://127.0.0.1:1", url };
+  const char *urls2[2] = { urls[0], url };
   struct tc_kv *kv2 = client(urls2, 2);
   struct tc_kv_watch *w = tc_kv_watch(kv2, k("fo"), 0, false, 0, on_watch, &c);
   for (int i = 0; i < 60 && tc_kv_watch_connects(w) < 2; i++)
@@ -534,7 +537,7 @@ test_failover(void)
   tc_kv_watch_cancel(w);
   tc_kv_free(kv2);
   /* No live endpoint at all: a clear error, not a hang. */
-  const char *dead[1] = { "http://127.0.0.1:1" };
+  const char *dead[1] = { !strncmp(url, "https", 5) ? "https://127.0.0.1:1" : "http://127.0.0.1:1" };
   struct tc_kv_options o = { .urls = dead, .n_urls = 1, .connect_timeout_ms = 200, .request_timeout_ms = 600 };
   struct tc_kv *kv3 = tc_kv_new(&o);
   CHECK(tc_kv_get(kv3, k("fo"), 0, &r) < 0 && errno == ECONNREFUSED && strstr(tc_last_error(), "127.0.0.1:1"),
