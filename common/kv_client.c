@@ -1083,6 +1083,17 @@ tc_kv_watch(struct tc_kv *kv, const void *key, size_t key_len, bool prefix, int6
     tc_error(EINVAL, "kv: watch of an empty key");
     return NULL;
   }
+  /* "From now" means from this call: learn the revision first, unless on
+   * the loop thread, which must not block (then: from when it connects). */
+  if (start_revision == 0 && tl_loop_kv != kv) {
+    struct tc_kv_result r;
+    struct tc_kv_request req = { .type = TC_KV_REQ_OP,
+                                 .op = { .type = TC_KV_RANGE, .key = key, .key_len = key_len, .count_only = true } };
+    if (tc_kv_request(kv, &req, &r) == 0) {
+      start_revision = r.revision + 1;
+      tc_kv_result_free(&r);
+    }
+  }
   struct tc_kv_watch *w = calloc(1, sizeof *w);
   if (!w || !(w->key = malloc(key_len + 1)) || !(w->tok = json_tokener_new_ex(64))) {
     if (w)

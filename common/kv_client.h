@@ -223,7 +223,11 @@ typedef void (*tc_kv_watch_fn)(void *arg, const struct tc_kv_watch_update *u);
 
 struct tc_kv_watch;
 /* Watch key (or every key under it with prefix) from start_revision (0:
- * from now). Returns NULL on error. The callback runs on the loop thread. */
+ * from now: the revision current at this call, read with a blocking range
+ * request; called on the loop thread itself, from when the stream first
+ * connects). Returns NULL on error. The callback runs on the loop thread
+ * and should not block: while it runs, no other request or watch of the
+ * client makes progress. */
 struct tc_kv_watch *tc_kv_watch(struct tc_kv *kv, const void *key, size_t key_len, bool prefix,
                                 int64_t start_revision, tc_kv_watch_fn cb, void *arg);
 /* Stop and free: after it returns the callback is not running and will not
