@@ -423,8 +423,11 @@ tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_re
     }
     if (a == A_FAILED || now_s() >= deadline)
       break;
-    /* Every endpoint failed once: pause before the next round. */
+    /* Every endpoint failed once: pause before the next round; a TLS
+     * verification failure will not heal by waiting. */
     if ((attempt + 1) % kv->n_urls == 0) {
+      if (errno == EACCES)
+        break;
       struct timespec ts = { 0, 100 * 1000 * 1000 };
       nanosleep(&ts, NULL);
     }
