@@ -279,9 +279,11 @@ tc_pg_config_parse(const char *json, struct tc_pg_config *out)
     char *end;
     unsigned long id = strtoul(key, &end, 10);
     if (*end || !*key || id < 1 || id > TC_POOL_MAX_ID) {
+      /* The message first: key lives in o. */
+      tc_error(EINVAL, "/pg/config: pool id '%s' is not a number in 1..%d", key, TC_POOL_MAX_ID);
       tc_pg_config_free(out);
       json_object_put(o);
-      return tc_error(EINVAL, "/pg/config: pool id '%s' is not a number in 1..%d", key, TC_POOL_MAX_ID);
+      return -1;
     }
     struct tc_pg_config_pool *p = &out->v[out->n++];
     p->pool_id = (uint32_t) id;
