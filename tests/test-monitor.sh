@@ -144,6 +144,15 @@ print("OSD 3 left: %d PGs had it, %d changed" % (had, changed))
 PY
 WAIT_SECS=10 wait_for stats_are "5, 1, 48, 2, 48" || { stats_are "5, 1, 48, 2, 48"; fail "/stats after OSD 3 left"; }
 
+# The KV restarts: the monitor's watches resume and it still reacts.
+kv_restart kv
+before=$(kv_get $P/pg/config)
+kill -9 "${OSDPID[5]}"
+WAIT_SECS=15 wait_for osd_gone 5 || fail "OSD 5's lease did not expire"
+WAIT_SECS=10 wait_for changed || fail "/pg/config did not change after the KV restart and OSD 5 leaving"
+WAIT_SECS=10 wait_for pg_ok "$(hosts_of 1,2,4,6)" || { pg_ok "$(hosts_of 1,2,4,6)"; fail "placement after OSD 5 left"; }
+WAIT_SECS=10 wait_for stats_are "4, 2, 48, 2, 48" || { stats_are "4, 2, 48, 2, 48"; fail "/stats after OSD 5 left"; }
+
 # pool-rm: the pool leaves /config/pools and /pg/config.
 tromcho $opts pool-rm two | grep -q "removed" || fail "pool-rm"
 expect_fail "no pool named 'two'" tromcho $opts pool-rm two
@@ -156,4 +165,7 @@ stop_pid "$other"
 no_master () { [ -z "$(kv_get $P/mon/master)" ]; }
 wait_for no_master \
   || fail "a stopped monitor did not resign"
+# Stop the rest cleanly; no sanitizer report in any log.
+for i in 1 2 4 6; do stop_pid "${OSDPID[$i]}"; done
+if grep -lE "AddressSanitizer|LeakSanitizer|runtime error:" "$TESTDIR"/*.log; then fail "sanitizer report in a log"; fi
 echo "test-monitor: ok"
