@@ -32,7 +32,14 @@
  *         set one timer through struct tc_kv_loop_ops, and the loop calls
  *         tc_kv_loop_fd_ready() / tc_kv_loop_timeout() / tc_kv_loop_wakeup()
  *         back. No background thread is started then; every callback runs
- *         inside those three calls.
+ *         inside those three calls. With common/evloop.h the ops are:
+ *         watch_fd -> tc_evloop_add_fd (on EEXIST: _mod_fd; events 0:
+ *         _del_fd) with a callback calling tc_kv_loop_fd_ready (EPOLLIN,
+ *         EPOLLHUP, EPOLLERR -> TC_KV_POLL_IN; EPOLLOUT -> TC_KV_POLL_OUT);
+ *         set_timer -> cancel the previous tc_timer, tc_evloop_timer_add
+ *         one calling tc_kv_loop_timeout; wakeup -> tc_evloop_submit of a
+ *         call to tc_kv_loop_wakeup. (tests/test-kv-client.c drives the
+ *         same seam with poll(2).)
  *
  *  3. Watches: tc_kv_watch(key or prefix, start revision) streams events to a
  *     callback. When the stream breaks (endpoint killed, restarted, network)
