@@ -237,9 +237,10 @@ recompute(struct tc_monitor *m)
   if (tc_kv_get(m->kv, key(m, k, sizeof k, "/config/pools"), 0, &pr) < 0)
     return -1;
   if (tc_pools_parse(pr.n_kvs ? (char *) pr.kvs[0].value : NULL, &pools) < 0) {
-    tc_warn("monitor: %s", tc_last_error());
-    pools.n = 0;
-    pools.v = NULL;
+    /* A broken /config/pools must not wipe the placement: change nothing. */
+    tc_warn("monitor: %s; placement left as it is", tc_last_error());
+    tc_kv_result_free(&pr);
+    return 0;
   }
   tc_kv_result_free(&pr);
   if (read_osds(m, &osds) < 0) {
@@ -289,7 +290,12 @@ recompute(struct tc_monitor *m)
     tc_error(ENOMEM, "monitor: out of memory");
     goto out;
   }
-  if (!gr.n_kvs || strcmp((char *) gr.kvs[0].value, text)) {
+  /* With no OSD up at all (a cluster-wide outage, a KV restored from an
+   * old backup), keep the last placement: forgetting it would scatter every
+   * PG anew once the OSDs are back. */
+  if (osds.n == 0 && prev.n > 0)
+    tc_warn("monitor: no OSD is up; %s left as it is", k);
+  else if (!gr.n_kvs || strcmp((char *) gr.kvs[0].value, text)) {
     int w = guarded_put(m, k, text, pg_mod);
     if (w < 0)
       goto out;

@@ -18,7 +18,9 @@
  *    domain; missing: addr; optional "weight", default 1),
  *  - computes every pool's placement from the previous /pg/config with
  *    common/placement.h (balanced, host failure domain, minimal movement),
- *  - writes /pg/config (shape in common/pools.h) when it changed, and
+ *  - writes /pg/config (shape in common/pools.h) when it changed (never
+ *    while no OSD at all is up, nor when /config/pools is not valid JSON:
+ *    the last placement stays), and
  *    /stats when it changed:
  *      {"osd_up": U, "osd_down": D, "osds": {"<n>": "up" | "down"},
  *       "pools": P, "pg_count": total PGs, "pgs_active": PGs with a primary,

@@ -105,3 +105,9 @@ start_kv_tls () {
   cleanup_fn "kv_stop $name"
   kv_spawn "$name"
 }
+
+# kv_put KEY VALUE: write KEY = VALUE at $KV_URL through the JSON API.
+kv_put () {
+  curl -sf -X POST "$KV_URL/v3/kv/put" \
+    -d "{\"key\": \"$(printf '%s' "$1" | base64 -w0)\", \"value\": \"$(printf '%s' "$2" | base64 -w0)\"}" >/dev/null
+}

@@ -153,6 +153,15 @@ WAIT_SECS=10 wait_for changed || fail "/pg/config did not change after the KV re
 WAIT_SECS=10 wait_for pg_ok "$(hosts_of 1,2,4,6)" || { pg_ok "$(hosts_of 1,2,4,6)"; fail "placement after OSD 5 left"; }
 WAIT_SECS=10 wait_for stats_are "4, 2, 48, 2, 48" || { stats_are "4, 2, 48, 2, 48"; fail "/stats after OSD 5 left"; }
 
+# A broken /config/pools does not wipe the placement.
+pools=$(kv_get $P/config/pools)
+before=$(kv_get $P/pg/config)
+kv_put $P/config/pools '{"1": {"name": "rep3", "pg_size"'
+sleep 1.5
+[ "$(kv_get $P/pg/config)" = "$before" ] || fail "a broken /config/pools changed /pg/config"
+grep -q "placement left as it is" "$TESTDIR"/mon*.log || fail "the monitor did not log the broken /config/pools"
+kv_put $P/config/pools "$pools"
+
 # pool-rm: the pool leaves /config/pools and /pg/config.
 tromcho $opts pool-rm two | grep -q "removed" || fail "pool-rm"
 expect_fail "no pool named 'two'" tromcho $opts pool-rm two
