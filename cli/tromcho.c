@@ -10,6 +10,9 @@
 static const struct tc_command commands[] = {
   { "cpubench", cmd_cpubench, "cpubench [--seconds S] [--json]   transport and image encryption speed of this CPU" },
   { "selftest", cmd_selftest, "selftest                          crypto known-answer self-test" },
+  { "pool-create", cmd_pool_create, "pool-create NAME --pg-size N --pg-count N [--pg-minsize N] [--block-size 128k] [--creator-group G] [--failure-domain host|osd]" },
+  { "pool-ls", cmd_pool_ls, "pool-ls [--json]                  pools with their PG counts and state" },
+  { "pool-rm", cmd_pool_rm, "pool-rm NAME                      remove a pool" },
   { NULL, NULL, NULL }
 };
 

@@ -22,6 +22,10 @@ const struct tc_opt_def tc_options[] = {
   { "mon_etcd_client_key", TC_OPT_STRING, NULL, "key of mon_etcd_client_cert" },
   { "gateway_address", TC_OPT_STRING, "127.0.0.1:2379", "address:port the gateway's KV API listens on" },
   { "gateway_data", TC_OPT_STRING, "/var/lib/tromcho/gateway", "folder of the gateway's embedded store" },
+  { "etcd_quick_timeout", TC_OPT_INT, "1000", "KV client: connect timeout per endpoint, ms" },
+  { "etcd_slow_timeout", TC_OPT_INT, "5000", "KV client: time a request may take, failover included, ms" },
+  { "etcd_mon_ttl", TC_OPT_INT, "5", "monitor: TTL of the /mon/master lease, s (a standby takes over after it)" },
+  { "etcd_keepalive_timeout", TC_OPT_INT, "10", "TTL of an OSD's /osd/state lease, s" },
   { "server_cert", TC_OPT_STRING, NULL, "TLS certificate of the admin HTTPS API" },
   { "server_pkey", TC_OPT_STRING, NULL, "key of server_cert" },
   /* identities and rights */
