@@ -2,8 +2,8 @@
  *   IEEE 1619-2007 XTS-AES-256 vectors 10-14 (512-byte data units)
  *   GCM specification (McGrew & Viega, used by NIST SP 800-38D) test cases
  *     13-16, the AES-256 cases with a 96-bit IV; 17 and 18 use 64- and
- *     480-bit IVs, which tc_gcm (96-bit nonces only) cannot take: they are
- *     checked against the independent implementation in test-crypto-openssl.sh
+ *     480-bit IVs, which tc_gcm (96-bit nonces only) cannot take; they
+ *     validate the independent implementation in test-crypto-openssl.sh
  *   RFC 7748 section 5.2 (two single vectors, 1 and 1000 iterations) and
  *     section 6.1 (Diffie-Hellman), low-order points refused
  *   RFC 5869 test cases 1-3, RFC 4231 test cases 1-7, FIPS 180 SHA-256
