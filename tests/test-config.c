@@ -78,5 +78,24 @@ main(void)
         tc_parse_size("4KiB") == 4096 && tc_parse_size("x") == -1 && tc_parse_size("-1") == -1,
         "tc_parse_size");
   unlink(path);
+  /* In-memory text (tc_config_load_buffer, the fuzz target's entry):
+   * no NUL terminator needed, the name stands for the file in messages. */
+  {
+    static const char text[] = "{\"use_perms\": true, \"msgr_max_inflight_ops\": \"4k\"}XXXX";
+    cfg = tc_config_load_buffer(text, sizeof text - 5, "mem.conf");
+    CHECK(cfg != NULL, "load_buffer: %s", tc_last_error());
+    if (cfg) {
+      CHECK(tc_config_bool(cfg, "use_perms") && tc_config_int(cfg, "msgr_max_inflight_ops") == 4096, "buffer values");
+      CHECK(!strcmp(tc_config_path(cfg), "mem.conf"), "buffer name");
+      tc_config_free(cfg);
+    }
+    CHECK(tc_config_load_buffer(text, sizeof text - 1, "mem.conf") == NULL &&
+          strstr(tc_last_error(), "mem.conf: trailing text"), "trailing text: %s", tc_last_error());
+    static const char bad[] = "{\n\"use_perms\": tru }";
+    CHECK(tc_config_load_buffer(bad, sizeof bad - 1, "bad.conf") == NULL && errno == EINVAL &&
+          strstr(tc_last_error(), "bad.conf: line 2"), "bad JSON: %s", tc_last_error());
+    static const char nul[] = "{\"use_perms\": true}\0{\"use_perms\": false}";
+    CHECK(tc_config_load_buffer(nul, sizeof nul - 1, "nul.conf") == NULL, "text after a NUL byte accepted");
+  }
   return DONE();
 }
