@@ -89,6 +89,14 @@ value_from_text(const struct tc_opt_def *o, const char *text)
         return NULL;
       }
       json_object_put(arr);
+      /* Every element must be a string, as in the file: a null here made
+       * tc_config_list_get return NULL (found by fuzz-config). */
+      for (size_t i = 0; i < json_object_array_length(parsed); i++)
+        if (!json_object_is_type(json_object_array_get_idx(parsed, i), json_type_string)) {
+          json_object_put(parsed);
+          tc_error(EINVAL, "option %s: element %zu of '%s' is not a string", o->name, i, text);
+          return NULL;
+        }
       return parsed;
     }
     const char *p = text;

@@ -108,6 +108,10 @@ main(int argc, char **argv)
     }
     if (fwrite(out, 1, len, stdout) != len)
       die("write failed");
+    free(key);
+    free(buf);
+    free(out);
+    EVP_CIPHER_CTX_free(c);
     return 0;
   }
   if ((!strcmp(op, "gcm-seal") || !strcmp(op, "gcm-open")) && argc == 5) {
@@ -140,6 +144,12 @@ main(int argc, char **argv)
     size_t outlen = enc ? dlen + 16 : dlen;
     if (fwrite(out, 1, outlen, stdout) != outlen)
       die("write failed");
+    free(key);
+    free(iv);
+    free(aad);
+    free(buf);
+    free(out);
+    EVP_CIPHER_CTX_free(c);
     return 0;
   }
   die("usage: openssl-tool xts-enc|xts-dec KEY SECTOR | gcm-seal|gcm-open KEY NONCE AAD");

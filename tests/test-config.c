@@ -97,5 +97,21 @@ main(void)
     static const char nul[] = "{\"use_perms\": true}\0{\"use_perms\": false}";
     CHECK(tc_config_load_buffer(nul, sizeof nul - 1, "nul.conf") == NULL, "text after a NUL byte accepted");
   }
+  /* A list given as JSON text must hold strings only, from the file and
+   * from the command line (fuzz-config found "[null]" accepted). */
+  {
+    static const char text[] = "{\"etcd_address\": \"[null]\"}";
+    CHECK(tc_config_load_buffer(text, sizeof text - 1, "list.conf") == NULL && errno == EINVAL &&
+          strstr(tc_last_error(), "etcd_address: element 0"), "list of null accepted: %s", tc_last_error());
+    cfg = tc_config_load_file(NULL);
+    CHECK(cfg != NULL, "empty config: %s", tc_last_error());
+    if (cfg) {
+      CHECK(tc_config_set(cfg, "etcd_address", "[\"http://a:1\", 5]") < 0 && errno == EINVAL,
+            "--etcd_address with a number accepted");
+      CHECK(tc_config_set(cfg, "etcd_address", "[\"http://a:1\", \"http://b:2\"]") == 0 &&
+            tc_config_list_len(cfg, "etcd_address") == 2, "JSON list of strings: %s", tc_last_error());
+      tc_config_free(cfg);
+    }
+  }
   return DONE();
 }
