@@ -238,6 +238,13 @@ test_xts_sectors(void)
   /* Refusals: partial sectors, bad unit lengths. */
   CHECK(tc_xts_encrypt(x, 0, pt, all, TC_XTS_SECTOR + 512) < 0 && errno == EINVAL, "partial sector accepted");
   CHECK(strstr(tc_last_error(), "4096") != NULL, "message: %s", tc_last_error());
+  /* A range that would wrap past sector 2^64 - 1 to sector 0 (same tweak). */
+  CHECK(tc_xts_encrypt(x, UINT64_MAX, pt, all, 2 * TC_XTS_SECTOR) < 0 && errno == EINVAL,
+        "a sector range wrapping past 2^64 accepted");
+  CHECK(tc_xts_decrypt(x, UINT64_MAX - 1, pt, all, 3 * TC_XTS_SECTOR) < 0 && errno == EINVAL,
+        "a sector range wrapping past 2^64 accepted (decrypt)");
+  CHECK(tc_xts_encrypt(x, UINT64_MAX, pt, all, TC_XTS_SECTOR) == 0, "the last sector refused: %s", tc_last_error());
+  CHECK(tc_xts_encrypt(x, 5, pt, all, 0) == 0, "an empty range refused: %s", tc_last_error());
   uint8_t tweak[16] = { 0 };
   CHECK(tc_xts_encrypt_unit(x, tweak, pt, all, 15) < 0 && errno == EINVAL, "15-byte unit accepted");
   CHECK(tc_xts_decrypt_unit(x, tweak, pt, all, 40) < 0 && errno == EINVAL, "40-byte unit accepted");
