@@ -299,6 +299,12 @@ main(int argc, char **argv)
   struct tc_store_stats ss;
   if (tc_store_stats(st, &ss) == 0)
     fprintf(stderr, "  (%" PRIu64 " objects, %" PRIu64 " MiB of data)\n", ss.objects, ss.used_bytes >> 20);
+  if (tc_store_close(st) < 0)
+    die("close");
+  double t0 = now();
+  if (tc_store_open(&st, path, NULL) < 0)
+    die("reopen");
+  row("open (scan metadata, rebuild allocator)", 1, now() - t0, 0);
   tc_store_close(st);
   char meta[600];
   snprintf(meta, sizeof meta, "%s.meta", path);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -491,6 +492,61 @@ test_many_objects(int n)
   tc_store_close(st);
 }
 
+/* Several threads on one store: each owns an inode, writes, syncs, deletes
+ * and reads back; the store's mutex keeps them apart. */
+struct thr { struct tc_store *st; int id; int bad; };
+
+static void *
+thread_main(void *arg)
+{
+  struct thr *t = arg;
+  uint8_t buf[2 * SEC], want[SEC];
+  uint64_t inode = 100 + (uint64_t) t->id, seed = (uint64_t) t->id;
+  uint64_t ver[64] = { 0 };
+  for (int op = 0; op < 400; op++) {
+    int sec = (int) (splitmix(&seed) % 64);
+    uint64_t off = (uint64_t) sec * SEC;
+    if (op % 7 == 6) {
+      t->bad += tc_store_delete(t->st, inode, off, SEC) < 0;
+      ver[sec] = 0;
+    }
+    else {
+      fill(buf, inode, (uint64_t) sec, (uint64_t) op + 1);
+      t->bad += tc_store_write(t->st, inode, off, SEC, buf, (uint64_t) op + 1) < 0;
+      ver[sec] = (uint64_t) op + 1;
+    }
+    if (op % 50 == 0)
+      t->bad += tc_store_sync(t->st) < 0;
+    int r = tc_store_read(t->st, inode, off, SEC, buf, NULL, NULL);
+    if (ver[sec])
+      fill(want, inode, (uint64_t) sec, ver[sec]);
+    else
+      memset(want, 0, SEC);
+    t->bad += r != (ver[sec] != 0) || memcmp(buf, want, SEC) != 0;
+  }
+  return NULL;
+}
+
+static void
+test_threads(void)
+{
+  struct tc_store *st;
+  CHECK(format("thr", 32 << 20, 0, 1, false) == 0 && tc_store_open(&st, path("thr"), NULL) == 0, "open thr");
+  struct thr t[4];
+  pthread_t tid[4];
+  for (int i = 0; i < 4; i++) {
+    t[i] = (struct thr) { st, i, 0 };
+    pthread_create(&tid[i], NULL, thread_main, &t[i]);
+  }
+  int bad = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_join(tid[i], NULL);
+    bad += t[i].bad;
+  }
+  CHECK(bad == 0, "4 threads on one store: %d failures (%s)", bad, tc_last_error());
+  CHECK(tc_store_close(st) == 0, "close thr");
+}
+
 int
 main(void)
 {
@@ -506,6 +562,7 @@ main(void)
   test_crash_loses_only_unsynced();
   test_corruption();
   test_space();
+  test_threads();
   test_many_objects(getenv("TEST_STORE_OBJECTS") ? atoi(getenv("TEST_STORE_OBJECTS")) : 20000);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
