@@ -476,6 +476,9 @@ tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t le
   CHECK_USABLE(st);
   if (check_range(st, "write", inode, offset, len) < 0)
     return -1;
+  if (version == 0)
+    return tc_error(EINVAL, "store write: inode %#" PRIx64 " offset %" PRIu64 ": version 0 is reserved",
+                    inode, offset);
   uint64_t block = offset / st->hdr.block_size;
   uint32_t first = (uint32_t) (offset % st->hdr.block_size / TC_STORE_SECTOR), count = len / TC_STORE_SECTOR;
   uint32_t locs[TC_STORE_MAX_SECTORS];

@@ -47,7 +47,7 @@
 /* Smallest store: the 1 MiB header area plus 15 MiB of data. */
 #define TC_STORE_MIN_SIZE (16ull << 20)
 /* Largest data area: sector locations are 32-bit. */
-#define TC_STORE_MAX_SIZE (16ull << 40)
+#define TC_STORE_MAX_SIZE ((16ull << 40) - (1ull << 20))
 /* A batch is committed by itself after this many modified objects. */
 #define TC_STORE_BATCH_MAX 8192
 
@@ -63,8 +63,8 @@ struct tc_store_format_opts {
 };
 
 /* Format a store. Refuses (EEXIST) a data file that already holds a store
- * or any other non-zero bytes in its first 64 KiB unless force; refuses a
- * size below TC_STORE_MIN_SIZE (EINVAL). Existing data is discarded
+ * or any other non-zero bytes in its first 64 KiB, or an existing metadata
+ * file, unless force; refuses a size below TC_STORE_MIN_SIZE (EINVAL). Existing data is discarded
  * (punched) and the metadata file recreated. */
 int tc_store_format(const struct tc_store_format_opts *opts);
 
@@ -96,7 +96,7 @@ int tc_store_read(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t
                   void *buf, uint8_t *present, uint64_t *version);
 
 /* Write len bytes at offset of inode (one object, sector-aligned) and set
- * the object's version. Durable after the next tc_store_sync. ENOSPC when
+ * the object's version (>= 1; 0 means "no object" in reads). Durable after the next tc_store_sync. ENOSPC when
  * the data area is full (even after committing the batch). */
 int tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
                    const void *buf, uint64_t version);

@@ -79,6 +79,11 @@ test_format_and_open(void)
   CHECK(format("a", 1 << 20, 0, 1, false) < 0 && errno == EINVAL && strstr(tc_last_error(), "too small"),
         "too small refused: %s", tc_last_error());
   CHECK(access(path("a"), F_OK) < 0, "a refused format creates no file");
+  int mfd = open(path("a.meta"), O_WRONLY | O_CREAT, 0600);
+  close(mfd);
+  CHECK(format("a", 32 << 20, 0, 7, false) < 0 && errno == EEXIST && strstr(tc_last_error(), "a.meta"),
+        "a leftover metadata file is not overwritten: %s", tc_last_error());
+  unlink(path("a.meta"));
   CHECK(format("a", 32 << 20, 12288, 1, false) < 0 && errno == EINVAL, "block size 12k refused");
   CHECK(format("a", 32 << 20, 0, 7, false) == 0, "format: %s", tc_last_error());
   struct stat sb;
@@ -272,6 +277,7 @@ test_round_trips(void)
   CHECK(tc_store_write(st, 1, 60 * 1024, 8192, buf, 1) < 0 && errno == EINVAL &&
         strstr(tc_last_error(), "object boundary"), "write across objects refused: %s", tc_last_error());
   CHECK(tc_store_write(st, 1, 0, 0, buf, 1) < 0 && errno == EINVAL, "empty write refused");
+  CHECK(tc_store_write(st, 1, 0, SEC, buf, 0) < 0 && errno == EINVAL, "version 0 refused");
 
   /* Whole-object delete; a missing object reads as a hole with version 0. */
   uint64_t ver = 1;
