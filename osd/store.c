@@ -63,9 +63,10 @@ rec_load(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block)
   }
   if (rc)
     return tc_store_mdb_error(rc, "mdb_get", st->meta_path);
-  if (tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size) < 0)
+  const char *why = tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size);
+  if (why)
     return tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64 ": %s",
-                    st->data_path, inode, block, tc_last_error());
+                    st->meta_path, inode, block, why);
   return 1;
 }
 
@@ -151,9 +152,10 @@ rebuild_alloc(struct tc_store *st)
       break;
     }
     tc_obj_key_parse(k.mv_data, &inode, &block);
-    if (tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size) < 0) {
+    const char *why = tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size);
+    if (why) {
       r = tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64 ": %s",
-                   st->meta_path, inode, block, tc_last_error());
+                   st->meta_path, inode, block, why);
       break;
     }
     for (uint32_t i = 0; i < st->spb; i++)
@@ -626,9 +628,10 @@ tc_store_list(struct tc_store *st, uint64_t inode_min, uint64_t inode_max,
     tc_obj_key_parse(k.mv_data, &obj.inode, &block);
     if (obj.inode > inode_max)
       break;
-    if (tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size) < 0) {
+    const char *why = tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size);
+    if (why) {
       r = tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64 ": %s",
-                   st->meta_path, obj.inode, block, tc_last_error());
+                   st->meta_path, obj.inode, block, why);
       break;
     }
     obj.offset = block * st->hdr.block_size;

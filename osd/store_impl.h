@@ -68,7 +68,8 @@ void tc_obj_key_parse(const uint8_t key[16], uint64_t *inode, uint64_t *block);
 /* Encoded: version, bitmap (words for spb sectors), then for each present
  * sector in order its u32 location, then their u64 checksums. */
 size_t tc_obj_rec_encode(const struct tc_obj_rec *r, uint32_t spb, uint8_t *out);
-int tc_obj_rec_decode(struct tc_obj_rec *r, uint32_t spb, const void *val, size_t len);
+/* NULL if the record is well formed, else what is wrong with it. */
+const char *tc_obj_rec_decode(struct tc_obj_rec *r, uint32_t spb, const void *val, size_t len);
 size_t tc_obj_rec_max_size(uint32_t spb);
 static inline int tc_bit(const uint64_t *bm, uint32_t i) { return (bm[i / 64] >> (i % 64)) & 1; }
 static inline void tc_bit_set(uint64_t *bm, uint32_t i) { bm[i / 64] |= 1ull << (i % 64); }

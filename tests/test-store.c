@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <lmdb.h>
 #include "crypto.h"
 #include "error.h"
 #include "log.h"
@@ -498,6 +499,60 @@ test_many_objects(int n)
   tc_store_close(st);
 }
 
+/* Put a raw record into the metadata, as corruption or a bug might. */
+static int
+poke_record(const char *meta, uint64_t block, const void *val, size_t len)
+{
+  MDB_env *env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  uint8_t key[16] = { 0 };
+  key[7] = 1;   /* inode 1 */
+  for (int i = 0; i < 8; i++)
+    key[8 + i] = (uint8_t) (block >> (56 - 8 * i));
+  MDB_val k = { sizeof key, key }, v = { len, (void *) val };
+  int rc = mdb_env_create(&env);
+  if (!rc && !(rc = mdb_env_set_maxdbs(env, 2)) && !(rc = mdb_env_open(env, meta, MDB_NOSUBDIR | MDB_NOLOCK, 0600)) &&
+      !(rc = mdb_txn_begin(env, NULL, 0, &txn))) {
+    if (!(rc = mdb_dbi_open(txn, "objects", 0, &dbi)) && !(rc = mdb_put(txn, dbi, &k, &v, 0)))
+      rc = mdb_txn_commit(txn);
+    else
+      mdb_txn_abort(txn);
+  }
+  mdb_env_close(env);
+  return rc;
+}
+
+static void
+test_bad_metadata(void)
+{
+  struct tc_store *st;
+  uint8_t buf[SEC] = { 1 };
+  CHECK(format("meta", 32 << 20, 0, 1, false) == 0 && tc_store_open(&st, path("meta"), NULL) == 0 &&
+        tc_store_write(st, 1, 0, SEC, buf, 1) == 0 && tc_store_close(st) == 0, "store with one sector");
+  /* A second object claiming data sector 0, which block 0 already uses. */
+  uint8_t rec[8 + 8 + 12] = { 0 };
+  rec[0] = 1;        /* version 1 */
+  rec[8] = 1;        /* sector 0 present */
+  CHECK(poke_record(path("meta.meta"), 1, rec, sizeof rec) == 0, "poke a shared sector");
+  CHECK(tc_store_open(&st, path("meta"), NULL) < 0 && errno == EIO && strstr(tc_last_error(), "used twice"),
+        "a sector used twice is refused: %s", tc_last_error());
+  /* A sector outside the data area. */
+  uint32_t far = 1u << 30;
+  memcpy(rec + 16, &far, 4);
+  CHECK(poke_record(path("meta.meta"), 1, rec, sizeof rec) == 0, "poke a far sector");
+  CHECK(tc_store_open(&st, path("meta"), NULL) < 0 && errno == EIO && strstr(tc_last_error(), "outside the data area"),
+        "a sector outside the data area is refused: %s", tc_last_error());
+  /* A truncated record. */
+  CHECK(poke_record(path("meta.meta"), 1, rec, 10) == 0, "poke a short record");
+  CHECK(tc_store_open(&st, path("meta"), NULL) < 0 && errno == EIO && strstr(tc_last_error(), "too short") && strstr(tc_last_error(), "inode 0x1 block 1"),
+        "a short record is refused: %s", tc_last_error());
+  /* A record whose length does not match its bitmap. */
+  CHECK(poke_record(path("meta.meta"), 1, rec, sizeof rec - 4) == 0, "poke a record of the wrong length");
+  CHECK(tc_store_open(&st, path("meta"), NULL) < 0 && errno == EIO && strstr(tc_last_error(), "does not match"),
+        "a record of the wrong length is refused: %s", tc_last_error());
+}
+
 /* Several threads on one store: each owns an inode, writes, syncs, deletes
  * and reads back; the store's mutex keeps them apart. */
 struct thr { struct tc_store *st; int id; int bad; };
@@ -569,6 +624,7 @@ main(void)
   test_corruption();
   test_space();
   test_threads();
+  test_bad_metadata();
   test_many_objects(getenv("TEST_STORE_OBJECTS") ? atoi(getenv("TEST_STORE_OBJECTS")) : 20000);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
