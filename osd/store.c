@@ -126,6 +126,8 @@ commit(struct tc_store *st)
                   (off_t) n * TC_STORE_SECTOR) < 0 && errno != EOPNOTSUPP)
       tc_warn("store %s: punching %u freed sectors: %m", st->data_path, n);
   }
+  if (st->to_free.n || st->to_punch.n)
+    tc_alloc_rewind(&st->alloc);
   st->to_free.n = st->to_punch.n = 0;
   st->batch_ops = 0;
   return 0;

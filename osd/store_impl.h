@@ -37,6 +37,8 @@ void tc_store_hdr_seal(struct tc_store_hdr *h);
 int tc_store_hdr_check(const struct tc_store_hdr *h, const char *what);
 
 /* --- sector allocator (store_alloc.c): a bitmap over the data area --- */
+#define TC_ALLOC_MIN_RUN 8        /* sectors: shorter holes are skipped for multi-sector requests... */
+#define TC_ALLOC_MAX_HOLES 256    /* ...until this many were looked at */
 struct tc_alloc {
   uint64_t *bits;     /* 1 = in use */
   uint32_t nsect;
@@ -51,6 +53,9 @@ void tc_alloc_reset(struct tc_alloc *a);
 int tc_alloc_claim(struct tc_alloc *a, uint32_t loc);
 /* Allocate up to want contiguous sectors; returns how many (>= 1) with the
  * first in *start, 0 if the data area is full. */
+/* Restart allocation at the lowest free sector (after a commit freed old
+ * copies), so the data file stays as compact as the live data. */
+static inline void tc_alloc_rewind(struct tc_alloc *a) { a->cursor = 0; }
 uint32_t tc_alloc_run(struct tc_alloc *a, uint32_t want, uint32_t *start);
 void tc_alloc_release(struct tc_alloc *a, uint32_t start, uint32_t n);
 

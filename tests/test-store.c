@@ -455,6 +455,56 @@ test_space(void)
   tc_store_close(st);
 }
 
+/* Overwrites keep the data file as compact as the live data (freed copies
+ * are reused from the lowest sector after each sync), and a large write
+ * after many small overwrites still gets long contiguous runs. */
+static void
+test_compact(void)
+{
+  struct tc_store *st;
+  static uint8_t buf[32 * SEC];
+  uint64_t seed = 7;
+  CHECK(format("compact", 64 << 20, 0, 1, false) == 0 && tc_store_open(&st, path("compact"), NULL) == 0, "open compact");
+  for (int i = 0; i < 3000; i++) {
+    uint32_t n = 1 + (uint32_t) (splitmix(&seed) % 4);
+    uint64_t sec = splitmix(&seed) % (256 - 4);   /* 1 MiB of inode 1 */
+    if ((sec % 32) + n > 32)
+      sec -= (sec % 32) + n - 32;
+    memset(buf, i, n * SEC);
+    if (tc_store_write(st, 1, sec * SEC, n * SEC, buf, (uint64_t) i + 1) < 0 ||
+        (i % 16 == 15 && tc_store_sync(st) < 0)) {
+      CHECK(0, "overwrite: %s", tc_last_error());
+      break;
+    }
+  }
+  CHECK(tc_store_sync(st) == 0, "sync");
+  struct stat sb;
+  CHECK(stat(path("compact"), &sb) == 0 && sb.st_blocks * 512 < (4 << 20),
+        "3000 overwrites of 1 MiB keep the file under 4 MiB (%jd KiB allocated)", (intmax_t) sb.st_blocks / 2);
+  for (int s = 0; s < 32; s++)
+    fill(buf + s * SEC, 2, (uint64_t) s, 1);
+  CHECK(tc_store_write(st, 2, 0, 32 * SEC, buf, 1) == 0 && tc_store_close(st) == 0, "one 128 KiB write");
+  /* Where did its 32 sectors land? Count the physically contiguous runs. */
+  off_t where[32];
+  for (int s = 0; s < 32; s++)
+    where[s] = -1;
+  int fd = open(path("compact"), O_RDONLY);
+  static uint8_t file[1 << 20];
+  ssize_t got;
+  for (off_t pos = 0; (got = pread(fd, file, sizeof file, pos)) > 0; pos += got)
+    for (ssize_t i = 0; i + SEC <= got; i += SEC)
+      for (int s = 0; s < 32; s++)
+        if (memcmp(file + i, buf + s * SEC, 32) == 0)
+          where[s] = pos + i;
+  close(fd);
+  int runs = 1, found = where[0] >= 0;
+  for (int s = 1; s < 32; s++) {
+    found += where[s] >= 0;
+    runs += where[s] != where[s - 1] + SEC;
+  }
+  CHECK(found == 32 && runs <= 4, "the 128 KiB object lies in %d runs (%d sectors found)", runs, found);
+}
+
 static int
 sum_cb(void *opaque, const struct tc_store_obj *o)
 {
@@ -624,6 +674,7 @@ main(void)
   test_corruption();
   test_space();
   test_threads();
+  test_compact();
   test_bad_metadata();
   test_many_objects(getenv("TEST_STORE_OBJECTS") ? atoi(getenv("TEST_STORE_OBJECTS")) : 20000);
   char cmd[128];
