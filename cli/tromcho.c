@@ -11,7 +11,10 @@ static const struct tc_command commands[] = {
   { "cpubench", cmd_cpubench, "cpubench [--seconds S] [--json]   transport and image encryption speed of this CPU" },
   { "selftest", cmd_selftest, "selftest                          crypto known-answer self-test" },
   { "osd-create", cmd_osd_create, "osd-create --data PATH --osd_num N [--size 8G] [--block-size 128k] [--meta PATH] [--force]\n"
-    "                                    format a data file or device as an OSD store (--osd_num required for now)" },
+    "                                    format a data file or device as an OSD store: a new file is created sparse\n"
+    "                                    (--size, default 8G; else the file's size), a block device needs --meta,\n"
+    "                                    --force erases an existing store or other data; --osd_num is required\n"
+    "                                    until OSD numbers are allocated from the KV" },
   { NULL, NULL, NULL }
 };
 
