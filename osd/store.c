@@ -607,6 +607,35 @@ tc_store_scrub(struct tc_store *st, uint64_t inode, uint64_t offset, uint8_t *ba
   return nbad;
 }
 
+/* Fill obj from st->rec. */
+static void
+obj_from_rec(const struct tc_store *st, struct tc_store_obj *obj, uint64_t inode, uint64_t block)
+{
+  obj->inode = inode;
+  obj->offset = block * st->hdr.block_size;
+  obj->version = st->rec.version;
+  memcpy(obj->bitmap, st->rec.bitmap, sizeof obj->bitmap);
+  obj->sectors = 0;
+  for (uint32_t w = 0; w < st->bm_words; w++)
+    obj->sectors += (uint32_t) __builtin_popcountll(obj->bitmap[w]);
+}
+
+int
+tc_store_object(struct tc_store *st, uint64_t inode, uint64_t offset, struct tc_store_obj *obj)
+{
+  SCOPED_LOCK(&st->lock);
+  CHECK_USABLE(st);
+  MDB_txn *txn = NULL;
+  if (batch(st, &txn) < 0)
+    return mark_broken(st);
+  uint64_t block = offset / st->hdr.block_size;
+  int found = rec_load(st, txn, inode, block);
+  if (found < 0)
+    return -1;
+  obj_from_rec(st, obj, inode, block);
+  return found;
+}
+
 int
 tc_store_list(struct tc_store *st, uint64_t inode_min, uint64_t inode_max,
               tc_store_list_cb cb, void *opaque)
@@ -636,12 +665,7 @@ tc_store_list(struct tc_store *st, uint64_t inode_min, uint64_t inode_max,
                    st->meta_path, obj.inode, block, why);
       break;
     }
-    obj.offset = block * st->hdr.block_size;
-    obj.version = st->rec.version;
-    memcpy(obj.bitmap, st->rec.bitmap, sizeof obj.bitmap);
-    obj.sectors = 0;
-    for (uint32_t w = 0; w < st->bm_words; w++)
-      obj.sectors += (uint32_t) __builtin_popcountll(obj.bitmap[w]);
+    obj_from_rec(st, &obj, obj.inode, block);
     if ((r = cb(opaque, &obj)) != 0)
       break;
   }

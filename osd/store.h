@@ -126,6 +126,12 @@ struct tc_store_obj {
   uint32_t sectors;       /* present sectors */
   uint64_t bitmap[TC_STORE_MAX_SECTORS / 64];   /* bit i = sector i present */
 };
+/* The version and bitmap of the object that holds offset, without reading
+ * its data (SEC_READ_BMP, or the primary choosing the next version).
+ * Returns 1 if it exists, 0 if not (*obj then zeroed but for inode and
+ * offset). */
+int tc_store_object(struct tc_store *st, uint64_t inode, uint64_t offset, struct tc_store_obj *obj);
+
 /* Call cb for each object with inode_min <= inode <= inode_max, in (inode,
  * offset) order, with its version and bitmap (for peering / SEC_LIST).
  * cb returning non-zero stops the walk and becomes the result. cb must not

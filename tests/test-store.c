@@ -270,6 +270,19 @@ test_round_trips(void)
         cnt[0] == expect_one && cnt[1] == 0, "list one inode: %d objects (%d expected)", cnt[0], expect_one);
   struct tc_store_stats ss;
   CHECK(tc_store_stats(st, &ss) == 0 && ss.objects == (uint64_t) expect_all, "stats objects %" PRIu64, ss.objects);
+  /* One object's version and bitmap without its data. */
+  int obad = 0;
+  for (int i = 0; i < M_INODES; i++)
+    for (int b = 0; b < M_BLOCKS; b++) {
+      struct tc_store_obj o;
+      uint64_t bm = 0;
+      for (int s = 0; s < M_SPB; s++)
+        bm |= (uint64_t) (model_ver[i][b][s] != 0) << s;
+      int r = tc_store_object(st, 0x1000000000000ull + i, (uint64_t) b * M_SPB * SEC + 5, &o);
+      obad += r != (bm != 0) || o.bitmap[0] != bm || o.offset != (uint64_t) b * M_SPB * SEC ||
+              (bm && o.version != model_objver[i][b]) || o.sectors != (uint32_t) __builtin_popcountll(bm);
+    }
+  CHECK(obad == 0, "tc_store_object matches the model (%d mismatches)", obad);
 
   /* Misuse. */
   CHECK(tc_store_write(st, 1, 100, SEC, buf, 1) < 0 && errno == EINVAL && strstr(tc_last_error(), "4 KiB"),
