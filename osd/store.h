@@ -12,7 +12,8 @@
  * the metadata in the current batch points at it; the old sectors are freed
  * only once the batch is durable. A batch becomes durable at tc_store_sync
  * (fdatasync of the data, then one durable LMDB commit), or by itself when
- * it grows large (TC_STORE_BATCH_MAX writes). So:
+ * it grows large (TC_STORE_BATCH_MAX writes) or when the data area is full
+ * and old copies wait to be freed. So:
  *   - after kill -9 or power loss, the store is exactly as it was at the
  *     last durable batch: every synced write is there, an unsynced write is
  *     entirely absent (the old data of every sector, never garbage);
@@ -26,8 +27,9 @@
  * modifies them and writes them back (read-modify-write).
  *
  * Thread safety: a store may be used from any thread; one mutex serialises
- * every call (the OSD runs one event loop, so this costs nothing there). Data
- * I/O is synchronous buffered pread/pwrite on the caller's thread.
+ * every call. Data I/O is synchronous buffered pread/pwrite on the caller's
+ * thread; an event loop that must not block uses store_queue.h (one worker
+ * thread, FIFO, completions through an eventfd).
  * Two processes may not open one store: the data file is flock()ed.
  *
  * Every call returns 0 (or a count) on success, -1 with errno and
