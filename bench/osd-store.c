@@ -225,41 +225,60 @@ objects_at(struct tc_store *st, long target)
   if (tc_store_sync(st) < 0)
     die("sync");
   fprintf(stderr, "  (filled to %ld objects in %.1f s)\n", target, now() - t0);
+  /* Best of 3 rounds each: the machine is shared, and the first pass also
+   * faults the metadata's pages into this process. */
   char name[80];
   long n = 10000;
-  t0 = now();
-  for (long i = 0; i < n; i++) {
-    memcpy(buf, &i, sizeof i);
-    if (tc_store_write(st, 4, ((uint64_t) filled + (uint64_t) i) * BS, SEC, buf, 1) < 0)
-      die("insert");
+  double best = 1e9, sync_t = 0;
+  for (int round = 0; round < 3; round++) {
+    t0 = now();
+    for (long i = 0; i < n; i++) {
+      long key = round * n + i;
+      memcpy(buf, &key, sizeof key);
+      if (tc_store_write(st, 4, ((uint64_t) filled + (uint64_t) key) * BS, SEC, buf, 1) < 0)
+        die("insert");
+    }
+    double t = now() - t0;
+    best = t < best ? t : best;
+    t0 = now();
+    if (tc_store_sync(st) < 0)
+      die("sync");
+    sync_t += (now() - t0) / 3;
   }
   snprintf(name, sizeof name, "insert new object (4 KiB) at %ld objects", target);
-  row(name, n, now() - t0, SEC);
-  t0 = now();
-  if (tc_store_sync(st) < 0)
-    die("sync");
-  snprintf(name, sizeof name, "  then sync (10^4 inserts, 40 MiB)");
-  row(name, 1, now() - t0, 0);
+  row(name, n, best, SEC);
+  snprintf(name, sizeof name, "  then sync (10^4 inserts, 40 MiB; mean of 3)");
+  row(name, 1, sync_t, 0);
   /* A sector the object does not have: the metadata lookup alone. */
   long m = 100000;
-  t0 = now();
-  for (long i = 0; i < m; i++) {
-    uint64_t k = rnd() % (uint64_t) filled, v;
-    if (tc_store_read(st, 3, k * BS + SEC, SEC, buf, NULL, &v) != 0 || v != 1)
-      die("lookup");
+  best = 1e9;
+  for (int round = 0; round < 3; round++) {
+    t0 = now();
+    for (long i = 0; i < m; i++) {
+      uint64_t k = rnd() % (uint64_t) filled, v;
+      if (tc_store_read(st, 3, k * BS + SEC, SEC, buf, NULL, &v) != 0 || v != 1)
+        die("lookup");
+    }
+    double t = now() - t0;
+    best = t < best ? t : best;
   }
   snprintf(name, sizeof name, "lookup (metadata only) at %ld objects", target);
-  row(name, m, now() - t0, 0);
-  t0 = now();
-  for (long i = 0; i < n; i++) {
-    uint64_t k = rnd() % (uint64_t) filled, v;
-    if (tc_store_read(st, 3, k * BS, SEC, buf, NULL, &v) != 1 || memcmp(buf, &k, sizeof k) != 0)
-      die("lookup");
+  row(name, m, best, 0);
+  best = 1e9;
+  for (int round = 0; round < 3; round++) {
+    t0 = now();
+    for (long i = 0; i < n; i++) {
+      uint64_t k = rnd() % (uint64_t) filled, v;
+      if (tc_store_read(st, 3, k * BS, SEC, buf, NULL, &v) != 1 || memcmp(buf, &k, sizeof k) != 0)
+        die("lookup");
+    }
+    double t = now() - t0;
+    best = t < best ? t : best;
   }
   snprintf(name, sizeof name, "lookup + 4 KiB read (warm) at %ld objects", target);
-  row(name, n, now() - t0, SEC);
+  row(name, n, best, SEC);
   /* Keep inode 4 out of the next round's count. */
-  for (long i = 0; i < n; i++)
+  for (long i = 0; i < 3 * n; i++)
     if (tc_store_delete_object(st, 4, ((uint64_t) filled + (uint64_t) i) * BS) < 0)
       die("delete");
   if (tc_store_sync(st) < 0)
