@@ -1,6 +1,6 @@
 /* osd-store: figures for the OSD store on this machine (never pass/fail).
  *
- *   osd-store [--dir DIR] [--objects N] [--seconds S]
+ *   osd-store [--dir DIR] [--objects N] [--seconds S] [--objects-only]
  *
  * Prints the machine's fdatasync cost, checksum speeds (XXH3-64 vs CRC32C),
  * then the store: 4 KiB random writes (sync every 1, every 32, never),
@@ -291,6 +291,7 @@ main(int argc, char **argv)
   const char *dir = "/var/tmp";
   long objects = 1000000;
   double secs = 2;
+  int objects_only = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--dir") && i + 1 < argc)
       dir = argv[++i];
@@ -298,17 +299,21 @@ main(int argc, char **argv)
       objects = atol(argv[++i]);
     else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
       secs = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--objects-only"))
+      objects_only = 1;
     else {
-      fprintf(stderr, "usage: osd-store [--dir DIR] [--objects N] [--seconds S]\n");
+      fprintf(stderr, "usage: osd-store [--dir DIR] [--objects N] [--seconds S] [--objects-only]\n");
       return 2;
     }
   }
   if (tc_crypto_init() < 0)
     die("crypto");
   printf("%-44s %9s %11s %10s %10s\n", "test (QD1, one thread)", "ops", "ops/s", "us/op", "MiB/s");
+  char path[512];
+  if (objects_only)
+    goto objects;
   bench_machine(dir, secs);
 
-  char path[512];
   snprintf(path, sizeof path, "%s/osd-store-bench.data", dir);
   struct tc_store *st = make_store(path, 8ull << 30);
   uint64_t span = 1ull << 30;
@@ -331,6 +336,7 @@ main(int argc, char **argv)
   snprintf(path + strlen(path), sizeof path - strlen(path), ".meta");
   unlink(path);
 
+objects:
   snprintf(path, sizeof path, "%s/osd-store-bench.objs", dir);
   st = make_store(path, (uint64_t) objects * SEC + (1ull << 30));
   objects_at(st, 10000);
