@@ -253,7 +253,7 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
     tc_error(ENOENT, "%s: the store's metadata %s is missing", data_path, st->meta_path);
     goto out;
   }
-  if (tc_store_meta_open(&st->env, st->meta_path, st->hdr.size, 0) < 0)
+  if (tc_store_meta_open(&st->env, st->meta_path, st->hdr.size) < 0)
     goto out;
   MDB_txn *txn = NULL;
   MDB_dbi info;

@@ -186,7 +186,7 @@ tc_store_format(const struct tc_store_format_opts *o)
   if (unlink(meta) < 0 && errno != ENOENT)
     return tc_error(errno, "%s: removing the old metadata: %m", meta);
   MDB_env *env;
-  if (tc_store_meta_open(&env, meta, size, 1) < 0)
+  if (tc_store_meta_open(&env, meta, size) < 0)
     return -1;
   MDB_txn *txn = NULL;
   MDB_dbi info;

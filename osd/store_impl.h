@@ -113,8 +113,9 @@ struct tc_store {
   uint64_t commits;
 };
 
-/* LMDB environment of a store: open (create only when formatting). */
-int tc_store_meta_open(MDB_env **env, const char *path, uint64_t data_size, int create);
+/* Open the LMDB environment of a store (LMDB creates the file if absent:
+ * tc_store_open checks that it exists first). */
+int tc_store_meta_open(MDB_env **env, const char *path, uint64_t data_size);
 /* Name an LMDB error in a tc_error message; returns -1. */
 int tc_store_mdb_error(int rc, const char *what, const char *path);
 

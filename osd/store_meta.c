@@ -108,7 +108,7 @@ tc_store_mdb_error(int rc, const char *what, const char *path)
 }
 
 int
-tc_store_meta_open(MDB_env **out, const char *path, uint64_t data_size, int create)
+tc_store_meta_open(MDB_env **out, const char *path, uint64_t data_size)
 {
   MDB_env *env;
   int rc = mdb_env_create(&env);
@@ -121,7 +121,6 @@ tc_store_meta_open(MDB_env **out, const char *path, uint64_t data_size, int crea
     mdb_env_close(env);
     return tc_store_mdb_error(rc, "setting the map size", path);
   }
-  (void) create;
   rc = mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOLOCK | MDB_NORDAHEAD, 0600);
   if (rc) {
     mdb_env_close(env);
