@@ -562,6 +562,60 @@ test_many_objects(int n)
   tc_store_close(st);
 }
 
+/* The smallest (4 KiB, one sector) and largest (1 MiB, 256 sectors, a
+ * four-word bitmap, records on LMDB overflow pages) block sizes. */
+static void
+test_block_sizes(void)
+{
+  static uint8_t buf[1 << 20], want[SEC];
+  static const uint32_t sizes[] = { 4096, 1 << 20 };
+  for (int z = 0; z < 2; z++) {
+    uint32_t bs = sizes[z], spb = bs / SEC;
+    struct tc_store *st;
+    char name[16];
+    snprintf(name, sizeof name, "bs%u", bs);
+    CHECK(format(name, 64 << 20, bs, 1, false) == 0 && tc_store_open(&st, path(name), NULL) == 0,
+          "open with block size %u", bs);
+    /* Every other sector of 3 objects, then the last sector of each. */
+    int bad = 0;
+    for (uint64_t b = 0; b < 3; b++) {
+      for (uint32_t s = 0; s < spb; s += 2) {
+        fill(buf, 3, b * spb + s, b + 1);
+        bad += tc_store_write(st, 3, (b * spb + s) * SEC, SEC, buf, b + 1) < 0;
+      }
+      fill(buf, 3, b * spb + spb - 1, 9);
+      bad += tc_store_write(st, 3, (b * spb + spb - 1) * SEC, SEC, buf, 9) < 0;
+    }
+    CHECK(!bad, "writes with block size %u: %s", bs, tc_last_error());
+    CHECK(tc_store_close(st) == 0 && tc_store_open(&st, path(name), NULL) == 0, "reopen bs %u", bs);
+    uint8_t present[32], scrub_bad[32];
+    for (uint64_t b = 0; b < 3; b++) {
+      uint64_t v;
+      int n = tc_store_read(st, 3, b * bs, bs, buf, present, &v);
+      int expect = (int) (spb + 1) / 2 + (spb > 1 && (spb - 1) % 2 ? 1 : 0);
+      bad += n != expect || v != 9;
+      for (uint32_t s = 0; s < spb; s++) {
+        int p = (present[s / 8] >> (s % 8)) & 1;
+        uint64_t ver = s == spb - 1 ? 9 : s % 2 == 0 ? b + 1 : 0;
+        bad += p != (ver != 0);
+        if (ver)
+          fill(want, 3, b * spb + s, ver);
+        else
+          memset(want, 0, SEC);
+        bad += memcmp(want, buf + (size_t) s * SEC, SEC) != 0;
+      }
+      bad += tc_store_scrub(st, 3, b * bs, scrub_bad) != 0;
+      struct tc_store_obj o;
+      bad += tc_store_object(st, 3, b * bs, &o) != 1 || o.sectors != (uint32_t) expect ||
+             (spb == 256 && !(o.bitmap[3] >> 63));
+    }
+    CHECK(!bad, "block size %u: contents, bitmaps, versions, scrub after reopen (%d bad)", bs, bad);
+    CHECK(tc_store_delete(st, 3, 0, bs) == 0 && tc_store_read(st, 3, 0, SEC, buf, present, NULL) == 0,
+          "block size %u: delete", bs);
+    tc_store_close(st);
+  }
+}
+
 /* Put a raw record into the metadata, as corruption or a bug might. */
 static int
 poke_record(const char *meta, uint64_t block, const void *val, size_t len)
@@ -687,6 +741,7 @@ main(void)
   test_corruption();
   test_space();
   test_threads();
+  test_block_sizes();
   test_compact();
   test_bad_metadata();
   test_many_objects(getenv("TEST_STORE_OBJECTS") ? atoi(getenv("TEST_STORE_OBJECTS")) : 20000);
