@@ -14,6 +14,8 @@ torture=${top_builddir}/tests/store-torture
 
 data=$TESTDIR/osd.data
 tromcho osd-create --data "$data" --osd_num 1 --size 16M >/dev/null || fail "osd-create"
+# LeakSanitizer cannot run under ptrace (sanitizer builds).
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 for every in 1 3 8; do
   strace -qq -o "$TESTDIR/trace" -e trace=openat,pwrite64,pwritev,write,writev,lseek,fdatasync,fsync \
     "$torture" run "$data" "$every" $(( every * 1000000 )) 400 "$every" > "$TESTDIR/log" || fail "driver"
