@@ -16,5 +16,6 @@ int cmd_selftest(int argc, char **argv, struct tc_config *cfg);
 int cmd_pool_create(int argc, char **argv, struct tc_config *cfg);
 int cmd_pool_ls(int argc, char **argv, struct tc_config *cfg);
 int cmd_pool_rm(int argc, char **argv, struct tc_config *cfg);
+int cmd_osd_create(int argc, char **argv, struct tc_config *cfg);
 
 #endif

@@ -48,6 +48,9 @@ const struct tc_opt_def tc_options[] = {
   /* image encryption */
   { "vault_url", TC_OPT_STRING, NULL, "Vault/OpenBao base URL for vault:<ID> keys" },
   { "vault_ca", TC_OPT_STRING, NULL, "CA of the Vault server" },
+  /* OSD store */
+  { "osd_num", TC_OPT_INT, NULL, "this OSD's number (osd-create: required until it is allocated from the KV)" },
+  { "block_size", TC_OPT_INT, "131072", "object size of a new OSD store (power of two, 4k..1M), fixed at osd-create" },
   { NULL, 0, NULL, NULL }
 };
 
