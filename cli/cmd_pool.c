@@ -78,6 +78,10 @@ cmd_pool_create(int argc, char **argv, struct tc_config *cfg)
                               "[--block-size 128k] [--creator-group G] [--failure-domain host|osd]";
   struct tc_pool p = { .block_size = 128 << 10, .failure_domain = TC_FD_HOST };
   bool have_size = false, have_min = false, have_count = false;
+  /* --block-size is also a config option (an OSD store's object size), so
+   * the config loader takes it off the command line before we see it. */
+  if (tc_config_given(cfg, "block_size"))
+    p.block_size = (uint64_t) tc_config_int(cfg, "block_size");
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (a[0] != '-' && !p.name) {
