@@ -8,6 +8,7 @@
 #include "cluster_map.h"
 #include "error.h"
 #include "image_meta.h"
+#include "pools.h"
 
 static json_object *
 parse(const char *json, size_t len, const char *what)
@@ -45,17 +46,6 @@ get_strdup(json_object *o, const char *k)
   return strdup(json_object_get_string(f));
 }
 
-static bool
-parse_u64(const char *s, uint64_t *v)
-{
-  char *end;
-  if (!*s || *s < '0' || *s > '9')
-    return false;
-  errno = 0;
-  *v = strtoull(s, &end, 10);
-  return !*end && !errno;
-}
-
 static void
 map_free(struct tc_map *m)
 {
@@ -75,67 +65,52 @@ map_free(struct tc_map *m)
   free(m);
 }
 
-/* Pools whose parameters are unusable are left out (and logged by the
- * monitor that validates them); they cannot be addressed. */
+/* Pools and placement are parsed by pools.c (shared with the monitor and
+ * the CLI); the map keeps the fields the data path needs. Pools that do not
+ * validate were already left out there. */
 static int
-load_pools(struct tc_map *m, json_object *pools)
+load_pools(struct tc_map *m, const struct tc_pools *pools)
 {
-  size_t n = pools ? (size_t) json_object_object_length(pools) : 0;
-  m->pools = calloc(n ? n : 1, sizeof *m->pools);
-  m->pgs = calloc(n ? n : 1, sizeof *m->pgs);
+  m->pools = calloc(pools->n ? pools->n : 1, sizeof *m->pools);
+  m->pgs = calloc(pools->n ? pools->n : 1, sizeof *m->pgs);
   if (!m->pools || !m->pgs)
     return tc_error(ENOMEM, "cluster map: out of memory");
-  if (!pools)
-    return 0;
-  json_object_object_foreach(pools, key, val) {
-    uint64_t id;
-    if (!parse_u64(key, &id) || !id || id >= 1 << 16 || !json_object_is_type(val, json_type_object))
-      continue;
+  for (size_t i = 0; i < pools->n; i++) {
+    const struct tc_pool *src = &pools->v[i];
+    if (src->pg_size > TC_MAX_PG_SIZE || src->block_size > TC_DEFAULT_PG_STRIPE)
+      continue;   /* beyond what the data path supports */
     struct tc_pool_info *p = &m->pools[m->n_pools];
-    p->id = id;
-    p->pg_size = (uint32_t) get_int(val, "pg_size", 0);
-    p->pg_minsize = (uint32_t) get_int(val, "pg_minsize", p->pg_size);
-    p->pg_count = (uint32_t) get_int(val, "pg_count", 0);
-    p->block_size = (uint32_t) get_int(val, "block_size", TC_DEFAULT_BLOCK_SIZE);
-    p->pg_stripe_size = (uint32_t) get_int(val, "pg_stripe_size", TC_DEFAULT_PG_STRIPE);
-    if (!p->pg_size || p->pg_size > TC_MAX_PG_SIZE || !p->pg_count || !p->pg_minsize ||
-        p->pg_minsize > p->pg_size || p->block_size < 4096 || (p->block_size & (p->block_size - 1)) ||
-        p->pg_stripe_size < p->block_size)
-      continue;
-    p->name = get_strdup(val, "name");
-    p->creator_group = get_strdup(val, "creator_group");
+    p->id = src->id;
+    p->pg_size = src->pg_size;
+    p->pg_minsize = src->pg_minsize;
+    p->pg_count = src->pg_count;
+    p->block_size = (uint32_t) src->block_size;
+    p->pg_stripe_size = TC_DEFAULT_PG_STRIPE;
+    p->name = src->name ? strdup(src->name) : NULL;
+    p->creator_group = src->creator_group ? strdup(src->creator_group) : NULL;
+    if ((src->name && !p->name) || (src->creator_group && !p->creator_group))
+      return tc_error(ENOMEM, "cluster map: out of memory");
     m->n_pools++;
   }
   return 0;
 }
 
 static int
-load_pgs(struct tc_map *m, json_object *pgcfg)
+load_pgs(struct tc_map *m, const struct tc_pg_config *pgc)
 {
-  json_object *items;
-  if (!pgcfg || !json_object_object_get_ex(pgcfg, "items", &items) ||
-      !json_object_is_type(items, json_type_object))
-    return 0;
   for (size_t i = 0; i < m->n_pools; i++) {
     struct tc_pool_info *p = &m->pools[i];
-    char key[24];
-    snprintf(key, sizeof key, "%llu", (unsigned long long) p->id);
-    json_object *pool;
-    if (!json_object_object_get_ex(items, key, &pool) || !json_object_is_type(pool, json_type_object))
+    const struct tc_placement *pl = tc_pg_config_find(pgc, (uint32_t) p->id);
+    if (!pl)
       continue;
     m->pgs[i] = calloc(p->pg_count, sizeof **m->pgs);
     if (!m->pgs[i])
       return tc_error(ENOMEM, "cluster map: out of memory");
-    json_object_object_foreach(pool, pgkey, pgval) {
-      uint64_t pg;
-      json_object *set;
-      if (!parse_u64(pgkey, &pg) || pg >= p->pg_count || !json_object_is_type(pgval, json_type_object) ||
-          !json_object_object_get_ex(pgval, "osd_set", &set) || !json_object_is_type(set, json_type_array))
-        continue;
+    for (uint32_t pg = 0; pg < p->pg_count && pg < pl->pg_count; pg++) {
       struct tc_pg_info *g = &m->pgs[i][pg];
-      for (size_t s = 0; s < json_object_array_length(set) && s < p->pg_size; s++)
-        g->osd_set[s] = (uint64_t) json_object_get_int64(json_object_array_get_idx(set, s));
-      g->primary = (uint64_t) get_int(pgval, "primary", 0);
+      for (uint32_t s = 0; s < p->pg_size && s < pl->pg_size; s++)
+        g->osd_set[s] = pl->osd_set[(size_t) pg * pl->pg_size + s];
+      g->primary = pl->primary[pg];
     }
   }
   return 0;
@@ -151,13 +126,24 @@ tc_map_build(const char *pools_json, size_t pools_len, const char *pgcfg_json, s
     return NULL;
   }
   m->refs = 1;
-  json_object *pools = parse(pools_json, pools_len, "/config/pools");
-  json_object *pgcfg = parse(pgcfg_json, pgcfg_len, "/pg/config");
-  int r = load_pools(m, pools);
+  struct tc_pools pools = { 0 };
+  struct tc_pg_config pgc = { 0 };
+  /* The parsers take NUL-terminated text. */
+  char *ptext = pools_json ? strndup(pools_json, pools_len) : NULL;
+  char *gtext = pgcfg_json ? strndup(pgcfg_json, pgcfg_len) : NULL;
+  int r = (pools_json && !ptext) || (pgcfg_json && !gtext) ? tc_error(ENOMEM, "cluster map: out of memory") : 0;
   if (r == 0)
-    r = load_pgs(m, pgcfg);
-  json_object_put(pools);
-  json_object_put(pgcfg);
+    r = tc_pools_parse(ptext, &pools);
+  if (r == 0)
+    r = tc_pg_config_parse(gtext, &pgc);
+  if (r == 0)
+    r = load_pools(m, &pools);
+  if (r == 0)
+    r = load_pgs(m, &pgc);
+  tc_pools_free(&pools);
+  tc_pg_config_free(&pgc);
+  free(ptext);
+  free(gtext);
   if (r == 0 && n_osds && !(m->osds = calloc(n_osds, sizeof *m->osds)))
     r = tc_error(ENOMEM, "cluster map: out of memory");
   for (size_t i = 0; r == 0 && i < n_osds; i++) {

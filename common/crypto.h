@@ -60,7 +60,8 @@ int tc_gcm_seal(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
                 const struct iovec *aad, int naad, const struct iovec *data, int ndata,
                 uint8_t tag[TC_GCM_TAG_SIZE]);
 /* Check the tag (in constant time) and decrypt in place; EBADMSG if the
- * tag does not match, in which case the data must not be used. */
+ * tag does not match, in which case the data buffers are zeroed (no
+ * unauthenticated plaintext is ever left behind). */
 int tc_gcm_open(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
                 const struct iovec *aad, int naad, const struct iovec *data, int ndata,
                 const uint8_t tag[TC_GCM_TAG_SIZE]);

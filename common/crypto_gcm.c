@@ -76,6 +76,11 @@ tc_gcm_open(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
 {
   int r = gnutls_aead_cipher_decryptv2(g->h, nonce, TC_GCM_NONCE_SIZE, (giovec_t *) aad, naad,
                                        (giovec_t *) data, ndata, (void *) tag, TC_GCM_TAG_SIZE);
+  if (r < 0)
+    /* GnuTLS decrypts in place before it checks the tag: never leave the
+     * plaintext of a forged or damaged record behind. */
+    for (int i = 0; i < ndata; i++)
+      tc_wipe(data[i].iov_base, data[i].iov_len);
   if (r == GNUTLS_E_DECRYPTION_FAILED)
     return tc_error(EBADMSG, "AES-256-GCM open: authentication tag mismatch");
   if (r < 0)

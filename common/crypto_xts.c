@@ -77,6 +77,11 @@ xts_sectors(struct tc_xts *x, int encrypt, uint64_t sector, const void *in, void
 {
   if (len % TC_XTS_SECTOR)
     return tc_error(EINVAL, "AES-256-XTS: %zu bytes is not a whole number of 4096-byte sectors", len);
+  /* The tweak is the 64-bit sector index: a range past 2^64 - 1 would wrap
+   * to sector 0 and reuse its tweak. */
+  if (len && (uint64_t) (len / TC_XTS_SECTOR - 1) > UINT64_MAX - sector)
+    return tc_error(EINVAL, "AES-256-XTS: sectors %llu + %zu run past 2^64 - 1",
+                    (unsigned long long) sector, len / TC_XTS_SECTOR);
   const uint8_t *src = in;
   uint8_t *dst = out;
   uint8_t tweak[16] = { 0 };

@@ -89,6 +89,14 @@ value_from_text(const struct tc_opt_def *o, const char *text)
         return NULL;
       }
       json_object_put(arr);
+      /* Every element must be a string, as in the file: a null here made
+       * tc_config_list_get return NULL (found by fuzz-config). */
+      for (size_t i = 0; i < json_object_array_length(parsed); i++)
+        if (!json_object_is_type(json_object_array_get_idx(parsed, i), json_type_string)) {
+          json_object_put(parsed);
+          tc_error(EINVAL, "option %s: element %zu of '%s' is not a string", o->name, i, text);
+          return NULL;
+        }
       return parsed;
     }
     const char *p = text;
@@ -196,6 +204,60 @@ tc_config_free(struct tc_config *cfg)
   free(cfg);
 }
 
+/* Parse one JSON config text into cfg; name is used in messages. */
+static int
+config_parse(struct tc_config *cfg, const char *buf, size_t len, const char *name)
+{
+  if (len > INT32_MAX)
+    return tc_error(EFBIG, "config file %s: %zu bytes is too large", name, len);
+  json_tokener *tok = json_tokener_new();
+  if (!tok)
+    return tc_error(ENOMEM, "config file %s: out of memory", name);
+  json_object *root = json_tokener_parse_ex(tok, buf, (int) len);
+  enum json_tokener_error jerr = json_tokener_get_error(tok);
+  size_t off = json_tokener_get_parse_end(tok);
+  json_tokener_free(tok);
+  if (!root || jerr != json_tokener_success) {
+    /* Report the line of the error. */
+    int line = 1;
+    for (size_t i = 0; i < off && i < len; i++)
+      line += buf[i] == '\n';
+    json_object_put(root);
+    return tc_error(EINVAL, "config file %s: line %d: invalid JSON: %s", name, line,
+                    jerr == json_tokener_success ? "incomplete" : json_tokener_error_desc(jerr));
+  }
+  /* Anything but whitespace after the object is an error too. */
+  for (size_t i = off; i < len; i++)
+    if (!isspace((unsigned char) buf[i])) {
+      json_object_put(root);
+      return tc_error(EINVAL, "config file %s: trailing text after the JSON object", name);
+    }
+  if (!json_object_is_type(root, json_type_object)) {
+    json_object_put(root);
+    return tc_error(EINVAL, "config file %s: must hold a JSON object", name);
+  }
+  json_object_object_foreach(root, key, val) {
+    const struct tc_opt_def *o = tc_option_find(key);
+    if (!o) {
+      tc_error(EINVAL, "config file %s: unknown option '%s'", name, key);
+      json_object_put(root);  /* key points into root: free it after the message */
+      return -1;
+    }
+    json_object *nv = value_from_json(o, val, name);
+    if (!nv) {
+      json_object_put(root);
+      return -1;
+    }
+    json_object_object_add(cfg->values, key, nv);
+  }
+  json_object_put(root);
+  free(cfg->path);
+  cfg->path = strdup(name);
+  if (!cfg->path)
+    return tc_error(ENOMEM, "config: out of memory");
+  return 0;
+}
+
 static int
 config_read_file(struct tc_config *cfg, const char *path, int must_exist)
 {
@@ -230,58 +292,9 @@ config_read_file(struct tc_config *cfg, const char *path, int must_exist)
     return tc_error(EIO, "config file %s: read error", path);
   }
   buf[len] = 0;
-
-  json_tokener *tok = json_tokener_new();
-  if (!tok) {
-    free(buf);
-    return tc_error(ENOMEM, "config file %s: out of memory", path);
-  }
-  json_object *root = json_tokener_parse_ex(tok, buf, (int) len);
-  enum json_tokener_error jerr = json_tokener_get_error(tok);
-  size_t off = json_tokener_get_parse_end(tok);
-  json_tokener_free(tok);
-  if (!root || jerr != json_tokener_success) {
-    /* Report the line of the error. */
-    int line = 1;
-    for (size_t i = 0; i < off && i < len; i++)
-      line += buf[i] == '\n';
-    free(buf);
-    json_object_put(root);
-    return tc_error(EINVAL, "config file %s: line %d: invalid JSON: %s", path, line,
-                    jerr == json_tokener_success ? "incomplete" : json_tokener_error_desc(jerr));
-  }
-  /* Anything but whitespace after the object is an error too. */
-  for (size_t i = off; i < len; i++)
-    if (!isspace((unsigned char) buf[i])) {
-      free(buf);
-      json_object_put(root);
-      return tc_error(EINVAL, "config file %s: trailing text after the JSON object", path);
-    }
+  int r = config_parse(cfg, buf, len, path);
   free(buf);
-  if (!json_object_is_type(root, json_type_object)) {
-    json_object_put(root);
-    return tc_error(EINVAL, "config file %s: must hold a JSON object", path);
-  }
-  json_object_object_foreach(root, key, val) {
-    const struct tc_opt_def *o = tc_option_find(key);
-    if (!o) {
-      tc_error(EINVAL, "config file %s: unknown option '%s'", path, key);
-      json_object_put(root);  /* key points into root: free it after the message */
-      return -1;
-    }
-    json_object *nv = value_from_json(o, val, path);
-    if (!nv) {
-      json_object_put(root);
-      return -1;
-    }
-    json_object_object_add(cfg->values, key, nv);
-  }
-  json_object_put(root);
-  free(cfg->path);
-  cfg->path = strdup(path);
-  if (!cfg->path)
-    return tc_error(ENOMEM, "config: out of memory");
-  return 0;
+  return r;
 }
 
 struct tc_config *
@@ -291,6 +304,19 @@ tc_config_load_file(const char *path)
   if (!cfg)
     return NULL;
   if (path && config_read_file(cfg, path, 1) < 0) {
+    tc_config_free(cfg);
+    return NULL;
+  }
+  return cfg;
+}
+
+struct tc_config *
+tc_config_load_buffer(const char *buf, size_t len, const char *name)
+{
+  struct tc_config *cfg = config_new();
+  if (!cfg)
+    return NULL;
+  if (config_parse(cfg, buf, len, name ? name : "(buffer)") < 0) {
     tc_config_free(cfg);
     return NULL;
   }

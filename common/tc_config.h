@@ -6,6 +6,7 @@
 #ifndef TROMCHO_CONFIG_H
 #define TROMCHO_CONFIG_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <json-c/json.h>
 
@@ -40,6 +41,9 @@ struct tc_config;
 struct tc_config *tc_config_load(int *argc, char **argv);
 /* Load from an explicit file (NULL = none), no command line. */
 struct tc_config *tc_config_load_file(const char *path);
+/* Load from JSON text in memory (len bytes, need not be NUL-terminated);
+ * name stands for the file in messages (tc_config_path returns it). */
+struct tc_config *tc_config_load_buffer(const char *buf, size_t len, const char *name);
 void tc_config_free(struct tc_config *cfg);
 
 /* Set one option from text, as from the command line (checks type). */

@@ -78,5 +78,40 @@ main(void)
         tc_parse_size("4KiB") == 4096 && tc_parse_size("x") == -1 && tc_parse_size("-1") == -1,
         "tc_parse_size");
   unlink(path);
+  /* In-memory text (tc_config_load_buffer, the fuzz target's entry):
+   * no NUL terminator needed, the name stands for the file in messages. */
+  {
+    static const char text[] = "{\"use_perms\": true, \"msgr_max_inflight_ops\": \"4k\"}XXXX";
+    cfg = tc_config_load_buffer(text, sizeof text - 5, "mem.conf");
+    CHECK(cfg != NULL, "load_buffer: %s", tc_last_error());
+    if (cfg) {
+      CHECK(tc_config_bool(cfg, "use_perms") && tc_config_int(cfg, "msgr_max_inflight_ops") == 4096, "buffer values");
+      CHECK(!strcmp(tc_config_path(cfg), "mem.conf"), "buffer name");
+      tc_config_free(cfg);
+    }
+    CHECK(tc_config_load_buffer(text, sizeof text - 1, "mem.conf") == NULL &&
+          strstr(tc_last_error(), "mem.conf: trailing text"), "trailing text: %s", tc_last_error());
+    static const char bad[] = "{\n\"use_perms\": tru }";
+    CHECK(tc_config_load_buffer(bad, sizeof bad - 1, "bad.conf") == NULL && errno == EINVAL &&
+          strstr(tc_last_error(), "bad.conf: line 2"), "bad JSON: %s", tc_last_error());
+    static const char nul[] = "{\"use_perms\": true}\0{\"use_perms\": false}";
+    CHECK(tc_config_load_buffer(nul, sizeof nul - 1, "nul.conf") == NULL, "text after a NUL byte accepted");
+  }
+  /* A list given as JSON text must hold strings only, from the file and
+   * from the command line (fuzz-config found "[null]" accepted). */
+  {
+    static const char text[] = "{\"etcd_address\": \"[null]\"}";
+    CHECK(tc_config_load_buffer(text, sizeof text - 1, "list.conf") == NULL && errno == EINVAL &&
+          strstr(tc_last_error(), "etcd_address: element 0"), "list of null accepted: %s", tc_last_error());
+    cfg = tc_config_load_file(NULL);
+    CHECK(cfg != NULL, "empty config: %s", tc_last_error());
+    if (cfg) {
+      CHECK(tc_config_set(cfg, "etcd_address", "[\"http://a:1\", 5]") < 0 && errno == EINVAL,
+            "--etcd_address with a number accepted");
+      CHECK(tc_config_set(cfg, "etcd_address", "[\"http://a:1\", \"http://b:2\"]") == 0 &&
+            tc_config_list_len(cfg, "etcd_address") == 2, "JSON list of strings: %s", tc_last_error());
+      tc_config_free(cfg);
+    }
+  }
   return DONE();
 }
