@@ -12,7 +12,7 @@ static const struct tc_command commands[] = {
   { "make-certs", cmd_make_certs, "make-certs --dir DIR [--days N] [--key-type ecdsa|ed25519|rsa] [--force]\n"
     "  make-certs user NAME [--admin] --dir DIR      CAs, OSD/gateway/admin certificates and tromcho.conf; user certificates" },
   { "selftest", cmd_selftest, "selftest                          crypto known-answer self-test" },
-  { "osd-create", cmd_osd_create, "osd-create --data PATH --osd_num N [--size 8G] [--block-size 128k] [--meta PATH] [--force]\n"
+  { "osd-create", cmd_osd_create, "osd-create --data PATH [--osd_num N] [--size 8G] [--block-size 128k] [--meta PATH] [--force]\n"
     "                                    format a data file or device as an OSD store (--osd_num required for now)" },
   { NULL, NULL, NULL }
 };
