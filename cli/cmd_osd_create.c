@@ -102,7 +102,7 @@ record_osd(struct tc_kv *kv, const char *prefix, uint64_t n, const char *data, c
   if (meta)
     json_object_object_add(j, "meta", json_object_new_string(rmeta ? rmeta : meta));
   json_object_object_add(j, "host", json_object_new_string(host));
-  int rc = tc_kv_put(kv, key, 0, json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN), 0, 0, NULL);
+  int rc = tc_kv_put(kv, key, 0, json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE), 0, 0, NULL);
   json_object_put(j);
   free(rdata);
   free(rmeta);
