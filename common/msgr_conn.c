@@ -706,6 +706,9 @@ do_read(struct tc_msgr_conn *c)
       return;
     }
   }
+  /* Out of rounds: process what the last read brought (the rest of the
+   * socket's data wakes us again, level-triggered). */
+  parse(c);
 }
 
 void
