@@ -15,5 +15,8 @@ int cmd_make_certs(int argc, char **argv, struct tc_config *cfg);
 int cmd_cpubench(int argc, char **argv, struct tc_config *cfg);
 int cmd_selftest(int argc, char **argv, struct tc_config *cfg);
 int cmd_osd_create(int argc, char **argv, struct tc_config *cfg);
+int cmd_pool_create(int argc, char **argv, struct tc_config *cfg);
+int cmd_pool_ls(int argc, char **argv, struct tc_config *cfg);
+int cmd_pool_rm(int argc, char **argv, struct tc_config *cfg);
 
 #endif

@@ -13,7 +13,10 @@ static const struct tc_command commands[] = {
     "  make-certs user NAME [--admin] --dir DIR      CAs, OSD/gateway/admin certificates and tromcho.conf; user certificates" },
   { "selftest", cmd_selftest, "selftest                          crypto known-answer self-test" },
   { "osd-create", cmd_osd_create, "osd-create --data PATH [--osd_num N] [--size 8G] [--block-size 128k] [--meta PATH] [--force]\n"
-    "                                    format a data file or device as an OSD store (--osd_num required for now)" },
+    "                                    format a data file or device as an OSD store (--osd_num: allocated in the KV when absent)" },
+  { "pool-create", cmd_pool_create, "pool-create NAME --pg-size N --pg-count N [--pg-minsize N] [--block-size 128k] [--creator-group G] [--failure-domain host|osd]" },
+  { "pool-ls", cmd_pool_ls, "pool-ls [--json]                  pools with their PG counts and state" },
+  { "pool-rm", cmd_pool_rm, "pool-rm NAME                      remove a pool" },
   { NULL, NULL, NULL }
 };
 

@@ -16,6 +16,9 @@
 #include "log.h"
 
 #define MAX_REPLY (64 << 20)
+/* Requests in flight on the loop at once (each holds a connection; more
+ * wait in the queue so a burst does not open hundreds of TLS sessions). */
+#define MAX_INFLIGHT 16
 
 struct buf {
   char *p;
@@ -82,7 +85,8 @@ struct tc_kv {
   pthread_t thread;
   const struct tc_kv_loop_ops *ops;
   void *loop;
-  struct xfer *queue;            /* submitted, not yet on the multi */
+  struct xfer *queue, *queue_tail; /* submitted, not yet on the multi (FIFO) */
+  int n_active_req;              /* requests (not watches) on the multi */
   struct xfer *active;           /* on the multi */
   struct tc_kv_watch *watches;
   double curl_due;               /* curl's timer (monotonic s); 0: none */
@@ -419,8 +423,11 @@ tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_re
     }
     if (a == A_FAILED || now_s() >= deadline)
       break;
-    /* Every endpoint failed once: pause before the next round. */
+    /* Every endpoint failed once: pause before the next round; a TLS
+     * verification failure will not heal by waiting. */
     if ((attempt + 1) % kv->n_urls == 0) {
+      if (errno == EACCES)
+        break;
       struct timespec ts = { 0, 100 * 1000 * 1000 };
       nanosleep(&ts, NULL);
     }
@@ -614,24 +621,24 @@ watch_reap(struct tc_kv *kv, struct tc_kv_watch *w)
 static void
 process_queue(struct tc_kv *kv)
 {
-  struct xfer *q;
-  {
-    SCOPED_LOCK(&kv->lock);
-    q = kv->queue;
-    kv->queue = NULL;
-  }
-  /* The queue was pushed at its head: start in submission order. */
-  struct xfer *rev = NULL;
-  while (q) {
-    struct xfer *n = q->next;
-    q->next = rev;
-    rev = q;
-    q = n;
-  }
-  while (rev) {
-    struct xfer *x = rev;
-    rev = rev->next;
+  for (;;) {
+    struct xfer *x;
+    {
+      SCOPED_LOCK(&kv->lock);
+      if (!kv->queue || kv->n_active_req >= MAX_INFLIGHT)
+        break;
+      x = kv->queue;
+      kv->queue = x->next;
+      if (!kv->queue)
+        kv->queue_tail = NULL;
+      kv->n_active_req++;
+    }
+    x->next = NULL;
     if (xfer_start(kv, x) < 0) {
+      {
+        SCOPED_LOCK(&kv->lock);
+        kv->n_active_req--;
+      }
       complete_req(x, errno, tc_last_error(), NULL);
       xfer_free(x);
     }
@@ -710,13 +717,14 @@ process_done(struct tc_kv *kv)
       if (xfer_start(kv, x) == 0)
         continue;
     }
-    if (a == A_DONE) {
-      {
-        SCOPED_LOCK(&kv->lock);
+    {
+      SCOPED_LOCK(&kv->lock);
+      kv->n_active_req--;
+      if (a == A_DONE)
         kv->cur = x->ep;
-      }
-      complete_req(x, 0, NULL, &res);
     }
+    if (a == A_DONE)
+      complete_req(x, 0, NULL, &res);
     else {
       char msg[1024];
       int err = errno;
@@ -764,6 +772,8 @@ loop_thread(void *arg)
     int running;
     curl_multi_perform(kv->multi, &running);
     process_done(kv);
+    /* Completions free room for queued requests: start them now. */
+    process_queue(kv);
     double next = service_retries(kv);
     int ms = next > 1 ? 1000 : (int) (next * 1000) + 1;
     curl_multi_poll(kv->multi, NULL, 0, ms, NULL);
@@ -913,8 +923,12 @@ tc_kv_submit(struct tc_kv *kv, const struct tc_kv_request *req, tc_kv_done_fn cb
   {
     SCOPED_LOCK(&kv->lock);
     x->ep = kv->cur;
-    x->next = kv->queue;
-    kv->queue = x;
+    x->next = NULL;
+    if (kv->queue_tail)
+      kv->queue_tail->next = x;
+    else
+      kv->queue = x;
+    kv->queue_tail = x;
   }
   return loop_kick(kv);
 }
@@ -1072,6 +1086,17 @@ tc_kv_watch(struct tc_kv *kv, const void *key, size_t key_len, bool prefix, int6
     tc_error(EINVAL, "kv: watch of an empty key");
     return NULL;
   }
+  /* "From now" means from this call: learn the revision first, unless on
+   * the loop thread, which must not block (then: from when it connects). */
+  if (start_revision == 0 && tl_loop_kv != kv) {
+    struct tc_kv_result r;
+    struct tc_kv_request req = { .type = TC_KV_REQ_OP,
+                                 .op = { .type = TC_KV_RANGE, .key = key, .key_len = key_len, .count_only = true } };
+    if (tc_kv_request(kv, &req, &r) == 0) {
+      start_revision = r.revision + 1;
+      tc_kv_result_free(&r);
+    }
+  }
   struct tc_kv_watch *w = calloc(1, sizeof *w);
   if (!w || !(w->key = malloc(key_len + 1)) || !(w->tok = json_tokener_new_ex(64))) {
     if (w)
@@ -1163,7 +1188,7 @@ tc_kv_free(struct tc_kv *kv)
     watch_reap(kv, kv->watches);
   }
   struct xfer *lists[2] = { kv->queue, kv->active };
-  kv->queue = kv->active = NULL;
+  kv->queue = kv->queue_tail = kv->active = NULL;
   for (int i = 0; i < 2; i++)
     while (lists[i]) {
       struct xfer *x = lists[i];

@@ -32,7 +32,14 @@
  *         set one timer through struct tc_kv_loop_ops, and the loop calls
  *         tc_kv_loop_fd_ready() / tc_kv_loop_timeout() / tc_kv_loop_wakeup()
  *         back. No background thread is started then; every callback runs
- *         inside those three calls.
+ *         inside those three calls. With common/evloop.h the ops are:
+ *         watch_fd -> tc_evloop_add_fd (on EEXIST: _mod_fd; events 0:
+ *         _del_fd) with a callback calling tc_kv_loop_fd_ready (EPOLLIN,
+ *         EPOLLHUP, EPOLLERR -> TC_KV_POLL_IN; EPOLLOUT -> TC_KV_POLL_OUT);
+ *         set_timer -> cancel the previous tc_timer, tc_evloop_timer_add
+ *         one calling tc_kv_loop_timeout; wakeup -> tc_evloop_submit of a
+ *         call to tc_kv_loop_wakeup. (tests/test-kv-client.c drives the
+ *         same seam with poll(2).)
  *
  *  3. Watches: tc_kv_watch(key or prefix, start revision) streams events to a
  *     callback. When the stream breaks (endpoint killed, restarted, network)
@@ -223,7 +230,11 @@ typedef void (*tc_kv_watch_fn)(void *arg, const struct tc_kv_watch_update *u);
 
 struct tc_kv_watch;
 /* Watch key (or every key under it with prefix) from start_revision (0:
- * from now). Returns NULL on error. The callback runs on the loop thread. */
+ * from now: the revision current at this call, read with a blocking range
+ * request; called on the loop thread itself, from when the stream first
+ * connects). Returns NULL on error. The callback runs on the loop thread
+ * and should not block: while it runs, no other request or watch of the
+ * client makes progress. */
 struct tc_kv_watch *tc_kv_watch(struct tc_kv *kv, const void *key, size_t key_len, bool prefix,
                                 int64_t start_revision, tc_kv_watch_fn cb, void *arg);
 /* Stop and free: after it returns the callback is not running and will not

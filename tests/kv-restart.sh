@@ -13,7 +13,8 @@ done
 sh -c "exec $(cat "$dir/cmd")" >>"$dir/log" 2>&1 &
 echo $! > "$dir/pid"
 for i in $(seq 300); do
-  curl -sf "$(cat "$dir/url")/health" >/dev/null 2>&1 && exit 0
+  # shellcheck disable=SC2046
+  curl -sf $(cat "$dir/curlopts" 2>/dev/null) "$(cat "$dir/url")/health" >/dev/null 2>&1 && exit 0
   sleep 0.1
 done
 echo "kv-restart: server in $dir did not come back" >&2

@@ -37,7 +37,9 @@ k(const char *suffix)
 static struct tc_kv *
 client(const char *const *urls, int n)
 {
-  struct tc_kv_options o = { .urls = urls, .n_urls = n, .connect_timeout_ms = 500, .request_timeout_ms = 10000 };
+  /* https: the CA and client certificate from the environment. */
+  struct tc_kv_options o = { .urls = urls, .n_urls = n, .connect_timeout_ms = 2000, .request_timeout_ms = 10000,
+                             .ca = getenv("KV_CA"), .cert = getenv("KV_CERT"), .key = getenv("KV_KEY") };
   struct tc_kv *kv = tc_kv_new(&o);
   if (!kv) {
     fprintf(stderr, "tc_kv_new: %s\n", tc_last_error());
@@ -290,9 +292,17 @@ test_async(struct tc_kv *kv)
 struct ploop {
   struct pollfd fds[64];
   int nfds;
-  long timer_ms;   /* -1: none */
-  int wakeups;
+  double timer_at;   /* monotonic seconds; 0: none */
+  int wakeups, timers;
 };
+
+static double
+mono(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
 
 static void
 pl_watch_fd(void *loop, int fd, int events)
@@ -319,13 +329,13 @@ pl_watch_fd(void *loop, int fd, int events)
 static void
 pl_set_timer(void *loop, long ms)
 {
-  ((struct ploop *) loop)->timer_ms = ms;
+  ((struct ploop *) loop)->timer_at = ms < 0 ? 0 : mono() + ms / 1e3;
 }
 
 static void
 pl_wakeup(void *loop)
 {
-  ((struct ploop *) loop)->wakeups++;
+  __atomic_add_fetch(&((struct ploop *) loop)->wakeups, 1, __ATOMIC_SEQ_CST);
 }
 
 static const struct tc_kv_loop_ops pl_ops = { pl_watch_fd, pl_set_timer, pl_wakeup };
@@ -368,38 +378,38 @@ collected(struct collect *c)
 static void
 pl_run(struct tc_kv *kv, struct ploop *p, int ms)
 {
-  struct timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
+  double end = mono() + ms / 1e3;
   for (;;) {
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long left = ms - ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
-    if (left <= 0)
+    double now = mono();
+    if (now >= end)
       return;
-    long t = p->timer_ms >= 0 && p->timer_ms < left ? p->timer_ms : left;
+    double until = p->timer_at && p->timer_at < end ? p->timer_at : end;
+    int t = until <= now ? 0 : (int) ((until - now) * 1000) + 1;
+    if (t > 20)
+      t = 20;   /* wakeups come from other threads: look every 20 ms */
     struct pollfd fds[64];
     int n = p->nfds;
     memcpy(fds, p->fds, sizeof fds[0] * (size_t) n);
-    int r = poll(fds, (nfds_t) n, (int) t);
-    if (p->wakeups) {
-      p->wakeups = 0;
+    int r = poll(fds, (nfds_t) n, t);
+    if (__atomic_exchange_n(&p->wakeups, 0, __ATOMIC_SEQ_CST))
       tc_kv_loop_wakeup(kv);
-    }
-    if (r == 0 && p->timer_ms >= 0 && t == p->timer_ms) {
-      p->timer_ms = -1;
-      tc_kv_loop_timeout(kv);
-    }
     for (int i = 0; r > 0 && i < n; i++)
       if (fds[i].revents)
         tc_kv_loop_fd_ready(kv, fds[i].fd,
                             (fds[i].revents & (POLLIN | POLLHUP | POLLERR) ? TC_KV_POLL_IN : 0) |
                             (fds[i].revents & POLLOUT ? TC_KV_POLL_OUT : 0));
+    if (p->timer_at && mono() >= p->timer_at) {
+      p->timer_at = 0;
+      p->timers++;
+      tc_kv_loop_timeout(kv);
+    }
   }
 }
 
 static void
 test_external_loop(void)
 {
-  struct ploop p = { .timer_ms = -1 };
+  struct ploop p = { .nfds = 0 };
   struct tc_kv *kv = client(&url, 1);
   CHECK(tc_kv_attach_loop(kv, &pl_ops, &p) == 0, "attach loop");
   struct collect c = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -417,6 +427,24 @@ test_external_loop(void)
     pl_run(kv, &p, 100);
   CHECK(wt.done == 10 && wt.errors == 0, "10 puts completed on the poll loop (%d)", wt.done);
   CHECK(c.n == 10, "the watch on the poll loop saw 10 events (%d)", c.n);
+  /* A restart: the watch reconnects through the loop's timer. */
+  const char *restart = getenv("KV_RESTART");
+  if (restart && *restart) {
+    int connects = tc_kv_watch_connects(w);
+    CHECK(system(restart) == 0, "restart the KV server");
+    struct tc_kv *other = client(&url, 1);
+    for (int i = 10; i < 15; i++) {
+      char key[160];
+      snprintf(key, sizeof key, "%sloop/%d", pfx, i);
+      CHECK(tc_kv_put(other, key, 0, "w", 0, 0, NULL) == 0, "put after restart: %s", tc_last_error());
+    }
+    tc_kv_free(other);
+    for (int i = 0; i < 100 && collected(&c) < 15; i++)
+      pl_run(kv, &p, 100);
+    CHECK(tc_kv_watch_connects(w) > connects && c.n == 15 && p.timers > 0,
+          "the watch on the poll loop resumed after a restart (%d events, %d connects, %d timers)", c.n,
+          tc_kv_watch_connects(w), p.timers);
+  }
   tc_kv_watch_cancel(w);
   tc_kv_free(kv);
 }
@@ -486,9 +514,10 @@ test_watch(struct tc_kv *kv)
   tc_kv_watch_cancel(w);
 
   /* Compaction: a watch from a compacted revision is told so. */
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "curl -sf -X POST %s/v3/kv/compaction -d '{\"revision\": %" PRId64 "}' >/dev/null",
-           url, start + 5);
+  char cmd[1024];
+  const char *curlopts = getenv("KV_CURLOPTS");
+  snprintf(cmd, sizeof cmd, "curl -sf %s -X POST %s/v3/kv/compaction -d '{\"revision\": %" PRId64 "}' >/dev/null",
+           curlopts ? curlopts : "", url, start + 5);
   if (system(cmd) == 0) {
     struct collect c2 = { .lock = PTHREAD_MUTEX_INITIALIZER };
     w = tc_kv_watch(wkv, k("w/"), 0, true, start, on_watch, &c2);
@@ -512,7 +541,7 @@ static void
 test_failover(void)
 {
   /* A port nothing listens on: bind, note it, close. */
-  const char *urls[2] = { "http://127.0.0.1:1", url };
+  const char *urls[2] = { !strncmp(url, "https", 5) ? "https://127.0.0.1:1" : "http://127.0.0.1:1", url };
   struct tc_kv *kv = client(urls, 2);
   struct tc_kv_result r;
   CHECK(tc_kv_put(kv, k("fo"), 0, "x", 0, 0, NULL) == 0, "put through the second endpoint: %s", tc_last_error());
@@ -521,7 +550,7 @@ test_failover(void)
   tc_kv_result_free(&r);
   struct collect c = { .lock = PTHREAD_MUTEX_INITIALIZER };
   /* A watch that starts on the dead endpoint moves on by itself. */
-  const char *urls2[2] = { "http://127.0.0.1:1", url };
+  const char *urls2[2] = { urls[0], url };
   struct tc_kv *kv2 = client(urls2, 2);
   struct tc_kv_watch *w = tc_kv_watch(kv2, k("fo"), 0, false, 0, on_watch, &c);
   for (int i = 0; i < 60 && tc_kv_watch_connects(w) < 2; i++)
@@ -534,7 +563,7 @@ test_failover(void)
   tc_kv_watch_cancel(w);
   tc_kv_free(kv2);
   /* No live endpoint at all: a clear error, not a hang. */
-  const char *dead[1] = { "http://127.0.0.1:1" };
+  const char *dead[1] = { !strncmp(url, "https", 5) ? "https://127.0.0.1:1" : "http://127.0.0.1:1" };
   struct tc_kv_options o = { .urls = dead, .n_urls = 1, .connect_timeout_ms = 200, .request_timeout_ms = 600 };
   struct tc_kv *kv3 = tc_kv_new(&o);
   CHECK(tc_kv_get(kv3, k("fo"), 0, &r) < 0 && errno == ECONNREFUSED && strstr(tc_last_error(), "127.0.0.1:1"),

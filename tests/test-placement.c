@@ -322,9 +322,34 @@ small_cases(void)
   compute(&c, &po, NULL, &p);
   check_placement("failure_domain osd", &c, &po, &p, true);
   tc_placement_free(&p);
+  /* Weights: an OSD of weight 2 takes twice the replicas of its peers. */
+  int four[] = { 3, 3, 3, 3 };
+  make_cluster(&c, four, 4);
+  for (size_t i = 0; i < c.n; i++)
+    c.osd[i].weight = i % 3 == 1 ? 2 : 1;
+  struct tc_placement_pool pw = { 512, 3, 2, TC_FD_HOST };
+  compute(&c, &pw, NULL, &p);
+  check_placement("weights 1,2,1 per host", &c, &pw, &p, false);
+  long l1 = 0, l2 = 0;
+  for (size_t i = 0; i < (size_t) pw.pg_count * pw.pg_size; i++) {
+    l1 += p.osd_set[i] == 1;
+    l2 += p.osd_set[i] == 2;
+  }
+  CHECK(l2 > l1 * 1.8 && l2 < l1 * 2.2, "weight 2 holds twice the replicas (%ld vs %ld)", l2, l1);
+  /* A weight of 0 empties an OSD: only its PGs change. */
+  struct tc_placement q0;
+  c.osd[1].weight = 0;
+  compute(&c, &pw, &p, &q0);
+  long ch = 0, bad0 = 0, mv = 0, with = 0;
+  diff(&p, &q0, 2, &ch, &with, &bad0, &mv);
+  CHECK(bad0 == 0 && ch == with, "weight 0 moves exactly the PGs of that OSD (%ld of %ld)", ch, with);
+  tc_placement_free(&q0);
+  tc_placement_free(&p);
+
   /* Bad input. */
   struct tc_placement_pool bad = { 0, 3, 2, TC_FD_HOST };
   CHECK(tc_placement_compute(c.osd, c.n, &bad, NULL, &p) < 0 && errno == EINVAL, "pg_count 0 refused");
+  c.osd[1].weight = 1;
   c.osd[1].id = 1;
   CHECK(tc_placement_compute(c.osd, c.n, &pool, NULL, &p) < 0 && errno == EINVAL, "duplicate OSD id refused");
   /* A changed pg_size reuses what fits: growing keeps the old replicas. */

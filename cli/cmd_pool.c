@@ -1,0 +1,330 @@
+/* tromcho pool-create, pool-ls, pool-rm: pools in /config/pools (see
+ * common/pools.h), changed only by compare-and-swap transactions so that
+ * two admins never lose each other's change. */
+#include <config.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "commands.h"
+#include "error.h"
+#include "kv_client.h"
+#include "pools.h"
+
+#define CAS_TRIES 20
+
+static void
+pool_key(struct tc_kv *kv, char *buf, size_t size, const char *suffix)
+{
+  snprintf(buf, size, "%s%s", tc_kv_prefix(kv), suffix);
+}
+
+/* Read /config/pools: parsed, with its mod_revision (0: absent). */
+static int
+read_pools(struct tc_kv *kv, struct tc_pools *pools, int64_t *mod)
+{
+  char k[512];
+  struct tc_kv_result r;
+  pool_key(kv, k, sizeof k, "/config/pools");
+  if (tc_kv_get(kv, k, 0, &r) < 0)
+    return -1;
+  *mod = r.n_kvs ? r.kvs[0].mod_revision : 0;
+  int rv = tc_pools_parse(r.n_kvs ? (char *) r.kvs[0].value : NULL, pools);
+  tc_kv_result_free(&r);
+  return rv;
+}
+
+/* Write pools if /config/pools is still at mod; 1 written, 0 lost the race. */
+static int
+write_pools(struct tc_kv *kv, const struct tc_pools *pools, int64_t mod)
+{
+  char k[512];
+  pool_key(kv, k, sizeof k, "/config/pools");
+  char *text = tc_pools_encode(pools);
+  if (!text)
+    return tc_error(ENOMEM, "out of memory");
+  struct tc_kv_cmp c = { .key = k, .target = TC_KV_CMP_MOD, .result = TC_KV_EQUAL, .number = mod };
+  struct tc_kv_op put = { .type = TC_KV_PUT, .key = k, .value = text };
+  struct tc_kv_txn txn = { &c, 1, &put, 1, NULL, 0 };
+  struct tc_kv_result r;
+  int rv = tc_kv_txn(kv, &txn, &r);
+  free(text);
+  if (rv < 0)
+    return -1;
+  rv = r.succeeded;
+  tc_kv_result_free(&r);
+  return rv;
+}
+
+static int
+parse_uint(const char *cmd, const char *opt, const char *text, uint32_t *v)
+{
+  char *end;
+  errno = 0;
+  long long n = strtoll(text, &end, 10);
+  if (errno || *end || end == text || n < 0 || n > UINT32_MAX) {
+    fprintf(stderr, "tromcho %s: %s '%s' is not a non-negative integer\n", cmd, opt, text);
+    return -1;
+  }
+  *v = (uint32_t) n;
+  return 0;
+}
+
+int
+cmd_pool_create(int argc, char **argv, struct tc_config *cfg)
+{
+  static const char usage[] = "usage: pool-create NAME --pg-size N --pg-minsize N --pg-count N "
+                              "[--block-size 128k] [--creator-group G] [--failure-domain host|osd]";
+  struct tc_pool p = { .block_size = 128 << 10, .failure_domain = TC_FD_HOST };
+  bool have_size = false, have_min = false, have_count = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] != '-' && !p.name) {
+      p.name = argv[i];
+      continue;
+    }
+    if (i + 1 >= argc || a[0] != '-') {
+      fprintf(stderr, "tromcho pool-create: unexpected argument '%s' (%s)\n", a, usage);
+      return 1;
+    }
+    const char *v = argv[++i];
+    if (!strcmp(a, "--pg-size")) {
+      if (parse_uint("pool-create", a, v, &p.pg_size) < 0)
+        return 1;
+      have_size = true;
+    }
+    else if (!strcmp(a, "--pg-minsize")) {
+      if (parse_uint("pool-create", a, v, &p.pg_minsize) < 0)
+        return 1;
+      have_min = true;
+    }
+    else if (!strcmp(a, "--pg-count")) {
+      if (parse_uint("pool-create", a, v, &p.pg_count) < 0)
+        return 1;
+      have_count = true;
+    }
+    else if (!strcmp(a, "--block-size")) {
+      int64_t bs = tc_parse_size(v);
+      if (bs < 0) {
+        fprintf(stderr, "tromcho pool-create: --block-size '%s' is not a size (e.g. 128k)\n", v);
+        return 1;
+      }
+      p.block_size = (uint64_t) bs;
+    }
+    else if (!strcmp(a, "--creator-group"))
+      p.creator_group = (char *) v;
+    else if (!strcmp(a, "--failure-domain")) {
+      if (!strcmp(v, "host"))
+        p.failure_domain = TC_FD_HOST;
+      else if (!strcmp(v, "osd"))
+        p.failure_domain = TC_FD_OSD;
+      else {
+        fprintf(stderr, "tromcho pool-create: --failure-domain '%s' is neither host nor osd\n", v);
+        return 1;
+      }
+    }
+    else {
+      fprintf(stderr, "tromcho pool-create: unknown option '%s' (%s)\n", a, usage);
+      return 1;
+    }
+  }
+  if (!p.name || !have_size || !have_count) {
+    fprintf(stderr, "tromcho pool-create: %s%s%s (%s)\n", !p.name ? "NAME is required" : "",
+            p.name && !have_size ? "--pg-size is required" : "",
+            p.name && have_size && !have_count ? "--pg-count is required" : "", usage);
+    return 1;
+  }
+  if (!have_min)
+    p.pg_minsize = p.pg_size > 1 ? p.pg_size - 1 : 1;
+  p.id = 1;
+  if (tc_pool_validate(&p) < 0) {
+    fprintf(stderr, "tromcho pool-create: %s\n", tc_last_error());
+    return 1;
+  }
+  struct tc_kv *kv = tc_kv_new_from_config(cfg);
+  if (!kv) {
+    fprintf(stderr, "tromcho pool-create: %s\n", tc_last_error());
+    return 1;
+  }
+  int status = 1;
+  for (int tries = 0; tries < CAS_TRIES; tries++) {
+    struct tc_pools pools;
+    int64_t mod;
+    if (read_pools(kv, &pools, &mod) < 0) {
+      fprintf(stderr, "tromcho pool-create: %s\n", tc_last_error());
+      break;
+    }
+    if (tc_pools_find_name(&pools, p.name)) {
+      fprintf(stderr, "tromcho pool-create: a pool named '%s' already exists (id %u)\n", p.name,
+              tc_pools_find_name(&pools, p.name)->id);
+      tc_pools_free(&pools);
+      break;
+    }
+    /* The lowest free id. */
+    uint32_t id = 1;
+    for (size_t i = 0; i < pools.n; i++)
+      if (pools.v[i].id == id)
+        id++;
+    if (id > TC_POOL_MAX_ID) {
+      fprintf(stderr, "tromcho pool-create: no free pool id (all %d are used)\n", TC_POOL_MAX_ID);
+      tc_pools_free(&pools);
+      break;
+    }
+    p.id = id;
+    struct tc_pool *v = realloc(pools.v, (pools.n + 1) * sizeof *v);
+    if (!v) {
+      fprintf(stderr, "tromcho pool-create: out of memory\n");
+      tc_pools_free(&pools);
+      break;
+    }
+    pools.v = v;
+    pools.v[pools.n] = p;
+    pools.v[pools.n].name = strdup(p.name);
+    pools.v[pools.n].creator_group = p.creator_group ? strdup(p.creator_group) : NULL;
+    pools.n++;
+    int w = write_pools(kv, &pools, mod);
+    tc_pools_free(&pools);
+    if (w < 0) {
+      fprintf(stderr, "tromcho pool-create: %s\n", tc_last_error());
+      break;
+    }
+    if (w == 1) {
+      printf("Pool %s created with id %u\n", p.name, id);
+      status = 0;
+      break;
+    }
+    /* Somebody else changed the pools: read again. */
+  }
+  tc_kv_free(kv);
+  return status;
+}
+
+int
+cmd_pool_rm(int argc, char **argv, struct tc_config *cfg)
+{
+  if (argc != 2 || argv[1][0] == '-') {
+    fprintf(stderr, "tromcho pool-rm: usage: pool-rm NAME\n");
+    return 1;
+  }
+  const char *name = argv[1];
+  struct tc_kv *kv = tc_kv_new_from_config(cfg);
+  if (!kv) {
+    fprintf(stderr, "tromcho pool-rm: %s\n", tc_last_error());
+    return 1;
+  }
+  int status = 1;
+  for (int tries = 0; tries < CAS_TRIES; tries++) {
+    struct tc_pools pools;
+    int64_t mod;
+    if (read_pools(kv, &pools, &mod) < 0) {
+      fprintf(stderr, "tromcho pool-rm: %s\n", tc_last_error());
+      break;
+    }
+    const struct tc_pool *p = tc_pools_find_name(&pools, name);
+    if (!p) {
+      fprintf(stderr, "tromcho pool-rm: no pool named '%s'\n", name);
+      tc_pools_free(&pools);
+      break;
+    }
+    uint32_t id = p->id;
+    size_t i = (size_t) (p - pools.v);
+    free(pools.v[i].name);
+    free(pools.v[i].creator_group);
+    memmove(&pools.v[i], &pools.v[i + 1], (pools.n - i - 1) * sizeof *pools.v);
+    pools.n--;
+    int w = write_pools(kv, &pools, mod);
+    tc_pools_free(&pools);
+    if (w < 0) {
+      fprintf(stderr, "tromcho pool-rm: %s\n", tc_last_error());
+      break;
+    }
+    if (w == 1) {
+      printf("Pool %s (id %u) removed\n", name, id);
+      status = 0;
+      break;
+    }
+  }
+  tc_kv_free(kv);
+  return status;
+}
+
+int
+cmd_pool_ls(int argc, char **argv, struct tc_config *cfg)
+{
+  bool json = false;
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--json"))
+      json = true;
+    else {
+      fprintf(stderr, "tromcho pool-ls: unknown argument '%s' (usage: pool-ls [--json])\n", argv[i]);
+      return 1;
+    }
+  struct tc_kv *kv = tc_kv_new_from_config(cfg);
+  if (!kv) {
+    fprintf(stderr, "tromcho pool-ls: %s\n", tc_last_error());
+    return 1;
+  }
+  struct tc_pools pools;
+  struct tc_pg_config pgc = { 0 };
+  struct tc_kv_result r;
+  int64_t mod;
+  char k[512];
+  pool_key(kv, k, sizeof k, "/pg/config");
+  if (read_pools(kv, &pools, &mod) < 0 || tc_kv_get(kv, k, 0, &r) < 0) {
+    fprintf(stderr, "tromcho pool-ls: %s\n", tc_last_error());
+    tc_kv_free(kv);
+    return 1;
+  }
+  if (tc_pg_config_parse(r.n_kvs ? (char *) r.kvs[0].value : NULL, &pgc) < 0)
+    fprintf(stderr, "tromcho pool-ls: warning: %s\n", tc_last_error());
+  tc_kv_result_free(&r);
+  json_object *arr = json_object_new_array();
+  if (!json)
+    printf("%-4s %-20s %7s %10s %8s %10s %-8s %8s %8s %8s  %s\n", "ID", "NAME", "PG_SIZE", "PG_MINSIZE",
+           "PG_COUNT", "BLOCK", "FD", "PLACED", "ACTIVE", "DEGRADED", "STATE");
+  for (size_t i = 0; i < pools.n; i++) {
+    const struct tc_pool *p = &pools.v[i];
+    const struct tc_placement *pl = tc_pg_config_find(&pgc, p->id);
+    uint32_t placed = 0, active = 0, degraded = 0;
+    for (uint32_t pg = 0; pl && pg < pl->pg_count && pg < p->pg_count; pg++) {
+      uint32_t members = 0;
+      for (uint32_t j = 0; j < pl->pg_size; j++)
+        members += pl->osd_set[(size_t) pg * pl->pg_size + j] != 0;
+      placed += members > 0;
+      active += pl->primary[pg] != 0;
+      degraded += members < p->pg_size;
+    }
+    /* not placed: the monitor has not placed it (yet); inactive: some PG
+     * has fewer than pg_minsize OSDs; degraded: some PG lacks a replica. */
+    const char *state = !pl || placed < p->pg_count ? "not placed"
+                        : active < p->pg_count     ? "inactive"
+                        : degraded                 ? "degraded"
+                                                   : "active";
+    if (json) {
+      json_object *o = tc_pool_to_json(p);
+      json_object_object_add(o, "id", json_object_new_int64(p->id));
+      json_object_object_add(o, "pgs_placed", json_object_new_int64(placed));
+      json_object_object_add(o, "pgs_active", json_object_new_int64(active));
+      json_object_object_add(o, "pgs_degraded", json_object_new_int64(degraded));
+      json_object_object_add(o, "state", json_object_new_string(state));
+      json_object_array_add(arr, o);
+    }
+    else {
+      char bs[32];
+      if (p->block_size % (1 << 20) == 0)
+        snprintf(bs, sizeof bs, "%" PRIu64 "M", p->block_size >> 20);
+      else
+        snprintf(bs, sizeof bs, "%" PRIu64 "k", p->block_size >> 10);
+      printf("%-4u %-20s %7u %10u %8u %10s %-8s %8u %8u %8u  %s\n", p->id, p->name, p->pg_size, p->pg_minsize,
+             p->pg_count, bs, p->failure_domain == TC_FD_OSD ? "osd" : "host", placed, active, degraded, state);
+    }
+  }
+  if (json)
+    printf("%s\n", json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+  json_object_put(arr);
+  tc_pg_config_free(&pgc);
+  tc_pools_free(&pools);
+  tc_kv_free(kv);
+  return 0;
+}
