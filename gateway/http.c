@@ -38,7 +38,8 @@ static int
 http_status(int code)
 {
   switch (code) {
-  case KV_INVALID_ARGUMENT: case KV_OUT_OF_RANGE: case KV_FAILED_PRECONDITION: return 400;
+  case KV_INVALID_ARGUMENT: case KV_OUT_OF_RANGE: return 400;
+  case KV_FAILED_PRECONDITION: return 412;
   case KV_NOT_FOUND: return 404;
   case KV_RESOURCE_EXHAUSTED: return 429;
   case KV_UNAVAILABLE: return 503;

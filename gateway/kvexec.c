@@ -72,6 +72,8 @@ kvx_kv(const struct kv_rec *r, bool keys_only)
 /* Inner headers of a txn carry only the final revision: set at the end. */
 struct exec_ctx {
   json_object *headers;   /* array of header objects to fill */
+  bool *path;             /* outcome of every compare on the way, in order */
+  size_t npath, cap, pos;
 };
 
 static json_object *
@@ -307,14 +309,39 @@ eval_compare(struct kvs_txn *tx, const struct kv_compare *c, bool *ok, struct kv
   return 0;
 }
 
+/* etcd decides every branch, nested txns included, on the state before
+ * the txn runs (compareToPath); the outcomes go into cx->path in order. */
 static int
-exec_txn(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_txn_req *t, json_object *resp,
-         struct kv_err *err)
+compute_path(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_txn_req *t, struct kv_err *err)
 {
   bool ok = true;
   for (size_t i = 0; i < t->ncmp && ok; i++)
     if (eval_compare(tx, &t->cmp[i], &ok, err) < 0)
       return -1;
+  if (cx->npath == cx->cap) {
+    size_t cap = cx->cap ? cx->cap * 2 : 8;
+    bool *np = realloc(cx->path, cap * sizeof *np);
+    if (!np)
+      return kv_err_set(err, KV_INTERNAL, "out of memory");
+    cx->path = np;
+    cx->cap = cap;
+  }
+  cx->path[cx->npath++] = ok;
+  const struct kv_op *ops = ok ? t->succ : t->fail;
+  size_t n = ok ? t->nsucc : t->nfail;
+  for (size_t i = 0; i < n; i++)
+    if (ops[i].type == KV_OP_TXN && compute_path(tx, cx, &ops[i].txn, err) < 0)
+      return -1;
+  return 0;
+}
+
+static int
+exec_txn(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_txn_req *t, json_object *resp,
+         struct kv_err *err)
+{
+  if (cx->pos >= cx->npath)
+    return kv_err_set(err, KV_INTERNAL, "txn: compare outcomes out of step");
+  bool ok = cx->path[cx->pos++];
   const struct kv_op *ops = ok ? t->succ : t->fail;
   size_t n = ok ? t->nsucc : t->nfail;
   if (ok)
@@ -352,30 +379,19 @@ exec_op(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_op *op, json_ob
   return kv_err_set(err, KV_INVALID_ARGUMENT, "unknown operation");
 }
 
-/* etcd checks every lease a txn would attach before running it. */
-static int
-check_leases(struct kvs_txn *tx, const struct kv_op *op, struct kv_err *err)
-{
-  if (op->type == KV_OP_PUT && op->put.lease) {
-    int ex = kvs_lease_exists(tx, op->put.lease);
-    if (ex <= 0)
-      return kv_err_set(err, KV_NOT_FOUND, "etcdserver: requested lease not found");
-  }
-  if (op->type == KV_OP_TXN) {
-    for (size_t i = 0; i < op->txn.nsucc; i++)
-      if (check_leases(tx, &op->txn.succ[i], err) < 0)
-        return -1;
-    for (size_t i = 0; i < op->txn.nfail; i++)
-      if (check_leases(tx, &op->txn.fail[i], err) < 0)
-        return -1;
-  }
-  return 0;
-}
-
 struct op_job {
   const struct kv_op *op;
   json_object *resp;
 };
+
+/* Run a top-level op: decide the txn branches first, then execute. */
+static int
+run_op(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_op *op, json_object *resp, struct kv_err *err)
+{
+  if (op->type == KV_OP_TXN && compute_path(tx, cx, &op->txn, err) < 0)
+    return -1;
+  return exec_op(tx, cx, op, resp, err);
+}
 
 static void
 finish(struct kvs *s, json_object *resp, struct exec_ctx *cx, int64_t rev)
@@ -384,17 +400,19 @@ finish(struct kvs *s, json_object *resp, struct exec_ctx *cx, int64_t rev)
     json_object_object_add(json_object_array_get_idx(cx->headers, i), "revision", kvx_int64(rev));
   json_object_object_add(resp, "header", kvx_header(s, rev));
   json_object_put(cx->headers);
+  free(cx->path);
 }
 
 static int
 write_fn(struct kvs_txn *tx, void *arg, struct kv_err *err)
 {
   struct op_job *j = arg;
-  struct exec_ctx cx = { json_object_new_array() };
+  struct exec_ctx cx = { .headers = json_object_new_array() };
   j->resp = json_object_new_object();
   json_object_object_add(j->resp, "header", NULL);   /* first, as etcd prints it */
-  if (check_leases(tx, j->op, err) < 0 || exec_op(tx, &cx, j->op, j->resp, err) < 0) {
+  if (run_op(tx, &cx, j->op, j->resp, err) < 0) {
     json_object_put(cx.headers);
+    free(cx.path);
     json_object_put(j->resp);
     j->resp = NULL;
     return -1;
@@ -418,12 +436,13 @@ kvx_op(struct kvs *s, const struct caller *who, const struct kv_op *op, struct k
   struct kvs_txn tx;
   if (kvs_read_begin(s, &tx, err) < 0)
     return NULL;
-  struct exec_ctx cx = { json_object_new_array() };
+  struct exec_ctx cx = { .headers = json_object_new_array() };
   json_object *resp = json_object_new_object();
   json_object_object_add(resp, "header", NULL);
-  if (exec_op(&tx, &cx, op, resp, err) < 0) {
+  if (run_op(&tx, &cx, op, resp, err) < 0) {
     kvs_read_end(&tx);
     json_object_put(cx.headers);
+    free(cx.path);
     json_object_put(resp);
     return NULL;
   }
