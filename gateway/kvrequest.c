@@ -371,10 +371,20 @@ kv_request_parse(enum kv_endpoint ep, const char *body, size_t len, struct kv_re
   if (!tok)
     return kv_err_set(err, KV_INTERNAL, "out of memory");
   json_object *o = NULL;
+  if (len > (size_t) INT32_MAX) {
+    json_tokener_free(tok);
+    return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: request is too large");
+  }
   if (len > 0)
     o = json_tokener_parse_ex(tok, body, (int) len);
   enum json_tokener_error jerr = len ? json_tokener_get_error(tok) : json_tokener_success;
   size_t end = len ? json_tokener_get_parse_end(tok) : 0;
+  if (len && jerr == json_tokener_continue) {
+    /* A bare number at the very end waits for a delimiter: give it one. */
+    o = json_tokener_parse_ex(tok, " ", 1);
+    jerr = json_tokener_get_error(tok);
+    end = len;
+  }
   json_tokener_free(tok);
   if (len && (!o || jerr != json_tokener_success)) {
     json_object_put(o);
