@@ -384,11 +384,70 @@ struct op_job {
   json_object *resp;
 };
 
-/* Run a top-level op: decide the txn branches first, then execute. */
+/* etcd's checkRequests: refuse a request on the state before it runs, so
+ * that a write fails before its first change (see kvs_write). */
+static int
+validate_op(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_op *op, size_t *pos, struct kv_err *err)
+{
+  switch (op->type) {
+  case KV_OP_RANGE:
+    if (op->range.key.n == 0)
+      return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key is not provided");
+    return check_revision(tx, op->range.revision, err);
+  case KV_OP_DELETE:
+    if (op->del.key.n == 0)
+      return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key is not provided");
+    return 0;
+  case KV_OP_PUT: {
+    const struct kv_put_req *r = &op->put;
+    struct kv_rec cur;
+    if (r->key.n == 0)
+      return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key is not provided");
+    if (r->key.n > KV_MAX_KEY)
+      return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key is longer than %d bytes", KV_MAX_KEY);
+    if (r->ignore_value && r->value.n)
+      return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: value is provided");
+    if (r->ignore_lease && r->lease)
+      return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: lease is provided");
+    if (r->ignore_value || r->ignore_lease) {
+      int had = kvs_get(tx, r->key.p, r->key.n, &cur, err);
+      if (had < 0)
+        return -1;
+      if (!had)
+        return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key not found");
+    }
+    if (r->lease && !r->ignore_lease) {
+      int ex = kvs_lease_exists(tx, r->lease);
+      if (ex < 0)
+        return kv_err_set(err, KV_INTERNAL, "store: lease lookup failed");
+      if (!ex)
+        return kv_err_set(err, KV_NOT_FOUND, "etcdserver: requested lease not found");
+    }
+    return 0;
+  }
+  case KV_OP_TXN: {
+    if (*pos >= cx->npath)
+      return kv_err_set(err, KV_INTERNAL, "txn: compare outcomes out of step");
+    bool ok = cx->path[(*pos)++];
+    const struct kv_op *ops = ok ? op->txn.succ : op->txn.fail;
+    size_t n = ok ? op->txn.nsucc : op->txn.nfail;
+    for (size_t i = 0; i < n; i++)
+      if (validate_op(tx, cx, &ops[i], pos, err) < 0)
+        return -1;
+    return 0;
+  }
+  }
+  return kv_err_set(err, KV_INVALID_ARGUMENT, "unknown operation");
+}
+
+/* Run a top-level op: decide the txn branches, check, then execute. */
 static int
 run_op(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_op *op, json_object *resp, struct kv_err *err)
 {
+  size_t pos = 0;
   if (op->type == KV_OP_TXN && compute_path(tx, cx, &op->txn, err) < 0)
+    return -1;
+  if (validate_op(tx, cx, op, &pos, err) < 0)
     return -1;
   return exec_op(tx, cx, op, resp, err);
 }

@@ -915,29 +915,24 @@ run_batch(struct kvs *s, struct wreq *batch)
     mdb_fail(&cerr, rc, "write");
     goto failed;
   }
-  bool single = batch->next == NULL;
+  /* One transaction for the group, no nested ones: LMDB's nested
+   * transactions allocate megabytes each. A write that fails having changed
+   * nothing fails alone; one that fails after changing something (an
+   * internal error) takes the whole group with it. */
   for (struct wreq *w = batch; w; w = w->next) {
-    struct kvs_txn tx = { .s = s, .rev = rev, .base_rev = rev, .compact_rev = compact, .write = true };
-    if (single)
-      tx.t = t;
-    else if ((rc = mdb_txn_begin(s->env, t, 0, &tx.t))) {
-      w->result = mdb_fail(w->err, rc, "write");
+    struct kvs_txn tx = { .s = s, .t = t, .rev = rev, .base_rev = rev, .compact_rev = compact, .write = true };
+    w->result = w->fn(&tx, w->arg, w->err);
+    if (w->result < 0) {
+      if (tx.rev != tx.base_rev || w->err->code == KV_INTERNAL || w->err->code == KV_RESOURCE_EXHAUSTED) {
+        kv_err_set(&cerr, w->err->code == KV_RESOURCE_EXHAUSTED ? KV_RESOURCE_EXHAUSTED : KV_INTERNAL,
+                   "%s", w->err->msg);
+        mdb_txn_abort(t);
+        goto failed;
+      }
       continue;
     }
-    w->result = w->fn(&tx, w->arg, w->err);
-    if (single) {
-      if (w->result < 0) {
-        mdb_txn_abort(t);
-        return;
-      }
-    } else if (w->result < 0)
-      mdb_txn_abort(tx.t);
-    else if ((rc = mdb_txn_commit(tx.t)))
-      w->result = mdb_fail(w->err, rc, "write");
-    if (w->result == 0) {
-      rev = tx.rev;
-      compact = tx.compact_rev;
-    }
+    rev = tx.rev;
+    compact = tx.compact_rev;
   }
   if ((rc = meta_set(t, s->meta, "rev", rev))) {
     mdb_txn_abort(t);

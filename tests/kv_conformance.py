@@ -351,6 +351,22 @@ class Suite:
             'failure': [{'request_range': {'key': b64('/c/tx/k'), 'keys_only': True}}]}))
         check('succeeded' not in r and 'value' not in r['responses'][0]['response_range']['kvs'][0],
               'failure branch: %r' % r)
+        # a refused txn applies nothing, whatever comes before the refused op
+        e = self.rec('error_txn_future', c.call('/v3/kv/txn', {'success': [
+            {'request_put': {'key': b64('/c/tx/half'), 'value': b64('1')}},
+            {'request_range': {'key': b64('/c/tx/a'), 'revision': 1 << 40}}]}, expect_status=400))
+        check('future revision' in e['error'], 'txn with a future range: %r' % e)
+        e = c.call('/v3/kv/txn', {'success': [
+            {'request_put': {'key': b64('/c/tx/half'), 'value': b64('1')}},
+            {'request_put': {'key': b64('/c/tx/half2'), 'value': b64('1'), 'lease': 987654321}}]}, expect_status=404)
+        check('lease not found' in e['error'], 'txn with an unknown lease: %r' % e)
+        check('kvs' not in self.get('/c/tx/half'), 'a refused txn applied its first put')
+        # ignore_value keeps the value, ignore_lease the lease
+        r = c.call('/v3/kv/put', {'key': b64('/c/tx/k'), 'ignore_value': True, 'lease': int(lease)})
+        kv = self.get('/c/tx/k')['kvs'][0]
+        check(unb64(kv['value']) == b'abd' and kv['lease'] == lease, 'ignore_value: %r' % kv)
+        e = c.call('/v3/kv/put', {'key': b64('/c/tx/none'), 'ignore_value': True}, expect_status=400)
+        check('key not found' in e['error'], 'ignore_value on a missing key: %r' % e)
         c.call('/v3/lease/revoke', {'ID': lease})
 
     def case_lease(self):

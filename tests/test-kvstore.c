@@ -36,12 +36,21 @@ del_fn(struct kvs_txn *tx, void *arg, struct kv_err *e)
   return kvs_delete(tx, (const uint8_t *) k, strlen(k), e) < 0 ? -1 : 0;
 }
 
+/* Refuses before changing anything: fails alone. */
 static int
 fail_fn(struct kvs_txn *tx, void *arg, struct kv_err *e)
 {
+  (void) arg; (void) tx;
+  return kv_err_set(e, KV_INVALID_ARGUMENT, "refused on purpose");
+}
+
+/* Fails after a change: the change must be undone. */
+static int
+dirty_fail_fn(struct kvs_txn *tx, void *arg, struct kv_err *e)
+{
   (void) arg;
   kvs_put(tx, (const uint8_t *) "doomed", 6, (const uint8_t *) "x", 1, 0, e);
-  return kv_err_set(e, KV_INVALID_ARGUMENT, "refused on purpose");
+  return kv_err_set(e, KV_INTERNAL, "failed on purpose after a change");
 }
 
 struct collect { char out[1024]; size_t n; int count; };
@@ -219,7 +228,11 @@ test_store(const char *dir)
   CHECK(kvs_revision(s) == r + 1600, "1600 puts, 1600 revisions: %" PRId64, kvs_revision(s) - r);
   range_str(s, "w/", 2, "w0", 2, 0);
   CHECK(last_count == 1600, "1600 keys written: %d", last_count);
-  CHECK(strcmp(range_str(s, "doomed", 6, NULL, 0, 0), "") == 0, "a failed write left a change");
+  r = kvs_revision(s);
+  CHECK(kvs_write(s, dirty_fail_fn, NULL, NULL, &err) < 0 && strstr(err.msg, "on purpose"), "dirty failure");
+  CHECK(strcmp(range_str(s, "doomed", 6, NULL, 0, 0), "") == 0 && kvs_revision(s) == r,
+        "a failed write left a change");
+  CHECK(put(s, "after", 5, "ok", 0) == 0 && kvs_revision(s) == r + 1, "writes go on after a failed group");
   uint64_t cid, mid;
   int64_t term, term2;
   kvs_ids(s, &cid, &mid, &term);
