@@ -150,4 +150,9 @@ expect_fail "option gateway_store_size: 'big' is not an integer" \
   tromcho-gateway --config "$TESTDIR/empty.conf" --gateway_store_size big
 tromcho-gateway --help | grep -q -- "--gateway_data" || fail "--help does not list gateway_data"
 tromcho-gateway --help | grep -q "gateway_address" || fail "--help does not list gateway_address"
+# A clean stop on SIGINT too, without sanitizer reports.
+kill -INT "$gw_pid"
+wait "$gw_pid" || fail "gateway exited with status $? on SIGINT"
+gw_pid=
+! grep -E "ERROR: [A-Za-z]+Sanitizer|runtime error:" "$TESTDIR/gw.log" || fail "sanitizer report in the gateway's log"
 echo PASS

@@ -62,4 +62,6 @@ for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$pid" 2>/dev/null && fail "gateway still running 5 s after SIGTERM"
 wait "$pid" 2>/dev/null || true
 grep -q "signal 15: stopping" "$TESTDIR/gw.log" || fail "no clean stop in the log"
+# Under --enable-sanitizers a leak or an error shows in the log.
+! grep -E "ERROR: [A-Za-z]+Sanitizer|runtime error:" "$TESTDIR/gw.log" || fail "sanitizer report in the gateway's log"
 echo "PASS"
