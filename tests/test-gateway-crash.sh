@@ -134,6 +134,23 @@ curl -sf "$url/health" | grep -q '"true"' || fail "gateway stopped serving after
 curl -sf -X POST "$url/v3/kv/put" -d '{"key":"b2s=","value":"eWVz"}' | grep -q revision || fail "put after bad input"
 kill -0 "$gw_pid" || fail "gateway died"
 
+# A watch ends when its client hangs up: its thread goes away.
+nthreads () { ls "/proc/$gw_pid/task" | wc -l; }
+threads_at_least () { [ "$(nthreads)" -ge "$1" ]; }
+threads_at_most () { [ "$(nthreads)" -le "$1" ]; }
+base=$(nthreads)
+wpids=()
+for i in $(seq 20); do
+  curl -sN -X POST "$url/v3/watch" -d '{"create_request":{"key":"d2F0Y2g="}}' > "$TESTDIR/watch$i" &
+  wpids+=($!)
+done
+wait_for threads_at_least $((base + 20)) || fail "20 watches did not start: $(nthreads) threads, $base before"
+curl -sf -X POST "$url/v3/kv/put" -d '{"key":"d2F0Y2g=","value":"MQ=="}' >/dev/null
+for i in $(seq 20); do wait_for grep -q '"events"' "$TESTDIR/watch$i" || fail "watch $i got no event"; done
+kill "${wpids[@]}"
+wait "${wpids[@]}" 2>/dev/null || true
+wait_for threads_at_most $((base + 1)) || fail "watch threads stay after their clients left: $(nthreads), $base before"
+
 # Bad options fail at start with a message that names the problem.
 expect_fail "gateway_address 'nonsense': expected HOST:PORT" \
   tromcho-gateway --config "$TESTDIR/empty.conf" --gateway_address nonsense --gateway_data "$TESTDIR/d2"
