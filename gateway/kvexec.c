@@ -87,25 +87,126 @@ inner_header(struct exec_ctx *cx)
 static int exec_op(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_op *op, json_object *resp,
                    struct kv_err *err);
 
-struct range_acc {
-  json_object *kvs;
-  int64_t count, limit;
-  bool keys_only, count_only, more;
+/* A record kept for sorting: its reply and what it sorts by. */
+struct sorted_kv {
+  json_object *kv;
+  int64_t num;
+  uint8_t *bytes;     /* key or value, for KEY and VALUE */
+  size_t blen;
+  size_t seq;         /* key order, to break ties */
 };
+
+struct range_acc {
+  const struct kv_range_req *r;
+  json_object *kvs;
+  int64_t count;
+  bool fetch_all;     /* sort or filters: collect everything, then cut */
+  bool more;
+  struct sorted_kv *all;
+  size_t n, cap;
+  bool oom;
+};
+
+static bool
+filtered_out(const struct kv_range_req *q, const struct kv_rec *r)
+{
+  return (q->max_mod_revision && r->mod_rev > q->max_mod_revision) ||
+         (q->min_mod_revision && r->mod_rev < q->min_mod_revision) ||
+         (q->max_create_revision && r->create_rev > q->max_create_revision) ||
+         (q->min_create_revision && r->create_rev < q->min_create_revision);
+}
 
 static int
 range_cb(void *opaque, const struct kv_rec *r)
 {
   struct range_acc *a = opaque;
   a->count++;
-  if (a->count_only)
+  if (a->r->count_only)
     return 0;
-  if (a->limit > 0 && a->count > a->limit) {
-    a->more = true;
-    return 0;   /* keep counting */
+  if (!a->fetch_all) {
+    if (a->r->limit > 0 && a->count > a->r->limit) {
+      a->more = true;
+      return 0;   /* keep counting */
+    }
+    json_object_array_add(a->kvs, kvx_kv(r, a->r->keys_only));
+    return 0;
   }
-  json_object_array_add(a->kvs, kvx_kv(r, a->keys_only));
+  if (filtered_out(a->r, r))
+    return 0;
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? a->cap * 2 : 64;
+    struct sorted_kv *na = realloc(a->all, cap * sizeof *na);
+    if (!na) {
+      a->oom = true;
+      return 1;
+    }
+    a->all = na;
+    a->cap = cap;
+  }
+  struct sorted_kv *e = &a->all[a->n];
+  memset(e, 0, sizeof *e);
+  e->seq = a->n;
+  switch (a->r->sort_target) {
+  case KV_SORT_VERSION: e->num = r->version; break;
+  case KV_SORT_CREATE: e->num = r->create_rev; break;
+  case KV_SORT_MOD: e->num = r->mod_rev; break;
+  case KV_SORT_VALUE: case KV_SORT_KEY: {
+    const uint8_t *p = a->r->sort_target == KV_SORT_KEY ? r->key : r->val;
+    e->blen = a->r->sort_target == KV_SORT_KEY ? r->klen : r->vlen;
+    e->bytes = malloc(e->blen ? e->blen : 1);
+    if (!e->bytes) {
+      a->oom = true;
+      return 1;
+    }
+    memcpy(e->bytes, p, e->blen);
+    break;
+  }
+  }
+  e->kv = kvx_kv(r, a->r->keys_only);
+  a->n++;
   return 0;
+}
+
+static int
+sorted_cmp(const void *x, const void *y, void *descending)
+{
+  const struct sorted_kv *a = x, *b = y;
+  int c;
+  if (a->bytes || b->bytes) {
+    size_t n = a->blen < b->blen ? a->blen : b->blen;
+    c = memcmp(a->bytes, b->bytes, n);
+    if (!c)
+      c = a->blen < b->blen ? -1 : a->blen > b->blen;
+  } else
+    c = a->num < b->num ? -1 : a->num > b->num;
+  if (*(bool *) descending)
+    c = -c;
+  if (!c)
+    c = a->seq < b->seq ? -1 : a->seq > b->seq;
+  return c;
+}
+
+/* etcd's Range: fetch, prune by the revision filters, sort, then cut to limit. */
+static void
+finish_sorted(struct range_acc *a)
+{
+  int order = a->r->sort_order;
+  if (order == KV_SORT_NONE && a->r->sort_target != KV_SORT_KEY)
+    order = KV_SORT_ASCEND;
+  if (order != KV_SORT_NONE) {
+    bool descending = order == KV_SORT_DESCEND;
+    qsort_r(a->all, a->n, sizeof *a->all, sorted_cmp, &descending);
+  }
+  for (size_t i = 0; i < a->n; i++) {
+    if (a->r->limit > 0 && i >= (size_t) a->r->limit) {
+      a->more = true;
+      json_object_put(a->all[i].kv);
+    } else
+      json_object_array_add(a->kvs, a->all[i].kv);
+    free(a->all[i].bytes);
+  }
+  free(a->all);
+  a->all = NULL;
 }
 
 static int
@@ -125,12 +226,23 @@ exec_range(struct kvs_txn *tx, const struct kv_range_req *r, json_object *resp, 
     return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key is not provided");
   if (check_revision(tx, r->revision, err) < 0)
     return -1;
-  struct range_acc a = { .kvs = json_object_new_array(), .limit = r->limit,
-                         .keys_only = r->keys_only, .count_only = r->count_only };
-  if (kvs_range(tx, r->key.p, r->key.n, r->end.p, r->end.n, r->revision, range_cb, &a, err) < 0) {
+  struct range_acc a = { .r = r, .kvs = json_object_new_array() };
+  a.fetch_all = r->sort_order != KV_SORT_NONE || r->sort_target != KV_SORT_KEY || r->min_mod_revision ||
+                r->max_mod_revision || r->min_create_revision || r->max_create_revision;
+  int rc = kvs_range(tx, r->key.p, r->key.n, r->end.p, r->end.n, r->revision, range_cb, &a, err);
+  if (rc == 0 && a.oom)
+    rc = kv_err_set(err, KV_INTERNAL, "range: out of memory");
+  if (rc < 0) {
+    for (size_t i = 0; i < a.n; i++) {
+      json_object_put(a.all[i].kv);
+      free(a.all[i].bytes);
+    }
+    free(a.all);
     json_object_put(a.kvs);
     return -1;
   }
+  if (a.fetch_all)
+    finish_sorted(&a);
   if (json_object_array_length(a.kvs))
     json_object_object_add(resp, "kvs", a.kvs);
   else

@@ -193,11 +193,22 @@ need_object(json_object *o, const char *what, struct kv_err *err)
 
 static int parse_op(json_object *o, struct kv_op *op, int depth, struct kv_err *err);
 
+static int get_enum(json_object *o, const char *name, const char *const *names, int count, int *out,
+                    struct kv_err *err);
+static const char *const sort_order_names[] = { "NONE", "ASCEND", "DESCEND" };
+static const char *const sort_target_names[] = { "KEY", "VERSION", "CREATE", "MOD", "VALUE" };
+
 static int
 parse_range(json_object *o, struct kv_range_req *r, struct kv_err *err)
 {
   return get_bytes(o, "key", &r->key, err) || get_bytes(o, "range_end", &r->end, err) ||
          get_int(o, "limit", &r->limit, err) || get_int(o, "revision", &r->revision, err) ||
+         get_enum(o, "sort_order", sort_order_names, 3, &r->sort_order, err) ||
+         get_enum(o, "sort_target", sort_target_names, 5, &r->sort_target, err) ||
+         get_int(o, "min_mod_revision", &r->min_mod_revision, err) ||
+         get_int(o, "max_mod_revision", &r->max_mod_revision, err) ||
+         get_int(o, "min_create_revision", &r->min_create_revision, err) ||
+         get_int(o, "max_create_revision", &r->max_create_revision, err) ||
          get_bool(o, "keys_only", &r->keys_only, err) || get_bool(o, "count_only", &r->count_only, err)
          ? -1 : 0;
 }

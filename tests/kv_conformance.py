@@ -241,6 +241,27 @@ class Suite:
         r = self.c.call('/v3/kv/range', {'key': b64('/c/rp/c'), 'range_end': 'AA==', 'keys_only': True})
         keys = [unb64(k['key']) for k in r['kvs']]
         check(keys[:3] == [b'/c/rp/c', b'/c/rp/d', b'/c/rp0'], 'key..\\0: %r' % keys[:5])
+        # sorting and revision filters (etcd prunes, sorts, then cuts to limit; count is before pruning)
+        self.put('/c/rp/b', 'val-b2')
+        self.put('/c/rp/a', 'val-a2')
+        keys = lambda r: [unb64(k['key']).decode()[-1] for k in r.get('kvs', [])]
+        r = self.rec('range_sorted', self.c.call('/v3/kv/range', {'key': b64('/c/rp/'), 'range_end': end,
+                                                                  'sort_order': 'DESCEND', 'sort_target': 'KEY'}))
+        check(keys(r) == ['d', 'c', 'b', 'a'], 'sort by key descending: %r' % keys(r))
+        r = self.c.call('/v3/kv/range', {'key': b64('/c/rp/'), 'range_end': end, 'sort_target': 'MOD'})
+        check(keys(r) == ['c', 'd', 'b', 'a'], 'sort by mod revision (ascending by default): %r' % keys(r))
+        r = self.c.call('/v3/kv/range', {'key': b64('/c/rp/'), 'range_end': end, 'sort_order': 'DESCEND',
+                                         'sort_target': 'VERSION', 'limit': 2})
+        check(set(keys(r)) == {'a', 'b'} and r.get('more') is True and r['count'] == '4', 'sort by version: %r' % r)
+        r = self.c.call('/v3/kv/range', {'key': b64('/c/rp/'), 'range_end': end, 'sort_order': 1,
+                                         'sort_target': 'VALUE'})
+        check(keys(r) == ['a', 'b', 'c', 'd'], 'sort by value: %r' % keys(r))
+        rb = int(self.get('/c/rp/b')['kvs'][0]['mod_revision'])
+        r = self.c.call('/v3/kv/range', {'key': b64('/c/rp/'), 'range_end': end, 'min_mod_revision': rb})
+        check(keys(r) == ['a', 'b'] and r['count'] == '4', 'min_mod_revision: %r' % r)
+        r = self.c.call('/v3/kv/range', {'key': b64('/c/rp/'), 'range_end': end, 'max_mod_revision': rb - 1,
+                                         'limit': 1})
+        check(keys(r) == ['c'] and r.get('more') is True, 'max_mod_revision with limit: %r' % r)
         # int64 fields may come as strings, like etcd accepts them
         r = self.c.call('/v3/kv/range', {'key': b64('/c/rp/'), 'range_end': end, 'limit': '1'})
         check(len(r['kvs']) == 1, 'limit as a string: %r' % r)
