@@ -28,6 +28,9 @@ struct kv_server {
   char address[128];
 };
 
+/* etcd's --max-txn-ops (option gateway_max_txn_ops). */
+static int64_t max_txn_ops = 128;
+
 struct req_ctx {
   char *body;
   size_t len, cap;
@@ -113,7 +116,11 @@ handle(struct kvs *s, struct leases *l, const struct caller *who, const char *me
   if (kv_request_parse(ep, body, len, &req, &err) < 0)
     return error_text(&err, status, outlen);
   switch (ep) {
-  case KV_EP_RANGE: case KV_EP_PUT: case KV_EP_DELETE: case KV_EP_TXN:
+  case KV_EP_TXN:
+    if (kv_txn_check(&req.op.txn, max_txn_ops, &err) < 0)
+      break;
+    /* fall through */
+  case KV_EP_RANGE: case KV_EP_PUT: case KV_EP_DELETE:
     resp = kvx_op(s, who, &req.op, &err);
     break;
   case KV_EP_COMPACT: resp = kvx_compact(s, who, &req.compact, &err); break;
@@ -381,6 +388,7 @@ kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
   srv->s = s;
   srv->l = l;
   srv->max_body = (size_t) tc_config_int(cfg, "gateway_max_request_bytes");
+  max_txn_ops = tc_config_int(cfg, "gateway_max_txn_ops");
   srv->fd = listen_on(tc_config_str(cfg, "gateway_address"), srv->address, sizeof srv->address);
   if (srv->fd < 0) {
     free(srv);

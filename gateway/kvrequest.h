@@ -101,6 +101,11 @@ int kv_request_parse(enum kv_endpoint ep, const char *body, size_t len, struct k
                      struct kv_err *err);
 void kv_request_free(struct kv_request *r);
 void kv_op_free(struct kv_op *op);
+/* etcd's checks of a txn before it runs (checkTxnRequest, checkIntervals):
+ * at most max_ops compares and ops per branch, and no key put twice or put
+ * and deleted in one txn. Returns 0, or -1 with err set. */
+int kv_txn_check(const struct kv_txn_req *t, int64_t max_ops, struct kv_err *err);
+
 /* Whether the op (or any op inside a txn) changes data. */
 bool kv_op_writes(const struct kv_op *op);
 

@@ -372,6 +372,19 @@ class Suite:
             'failure': [{'request_range': {'key': b64('/c/tx/k'), 'keys_only': True}}]}))
         check('succeeded' not in r and 'value' not in r['responses'][0]['response_range']['kvs'][0],
               'failure branch: %r' % r)
+        # etcd's checks before a txn runs: duplicate keys and the number of operations
+        dup = lambda ops: c.call('/v3/kv/txn', {'success': ops}, expect_status=400)
+        put_op = lambda k: {'request_put': {'key': b64(k), 'value': b64('1')}}
+        e = self.rec('error_duplicate', dup([put_op('/c/tx/d'), put_op('/c/tx/d')]))
+        check(e['error'] == 'etcdserver: duplicate key given in txn request', 'duplicate put: %r' % e)
+        dup([{'request_delete_range': {'key': b64('/c/tx/'), 'range_end': b64(prefix_end('/c/tx/'))}}, put_op('/c/tx/d')])
+        dup([put_op('/c/tx/d'), {'request_txn': {'success': [put_op('/c/tx/d')]}}])
+        r = c.call('/v3/kv/txn', {'success': [{'request_txn': {'success': [put_op('/c/tx/d')],
+                                                               'failure': [put_op('/c/tx/d')]}}]})
+        check('kvs' in self.get('/c/tx/d'), 'the same key in then and else of a nested txn is allowed')
+        r = c.call('/v3/kv/txn', {'success': [put_op('/c/tx/d')], 'failure': [put_op('/c/tx/d')]})
+        e = c.call('/v3/kv/txn', {'success': [put_op('/c/tx/m%d' % i) for i in range(129)]}, expect_status=400)
+        check(e['error'] == 'etcdserver: too many operations in txn request', '129 ops: %r' % e)
         # a refused txn applies nothing, whatever comes before the refused op
         e = self.rec('error_txn_future', c.call('/v3/kv/txn', {'success': [
             {'request_put': {'key': b64('/c/tx/half'), 'value': b64('1')}},
