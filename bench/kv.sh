@@ -43,5 +43,6 @@ sleep 1
 
 echo "KV bench: $ops ops per row, 100-byte values, one persistent HTTP connection per client process"
 echo "$(nproc) CPUs, $(uname -r), etcd $(etcd --version | head -1 | awk '{print $3}')"
-python3 "$here/kv-bench.py" --url http://127.0.0.1:$ep --ops "$ops" --conns "$conns" --label etcd
-python3 "$here/kv-bench.py" --url http://127.0.0.1:$gp --ops "$ops" --conns "$conns" --label gateway
+echo "rounds of $((ops / 10)) ops alternate between the servers, so both see the same background load"
+python3 "$here/kv-bench.py" --url etcd=http://127.0.0.1:$ep --url gateway=http://127.0.0.1:$gp \
+  --ops "$ops" --conns "$conns"
