@@ -73,15 +73,33 @@ if missing or wrong or not acked:
 EOF
 export PYTHONHASHSEED=0
 
+# Compaction at the current revision, over and over, during the stream.
+compactor () {
+  while :; do
+    rev=$(curl -s -X POST "$url/v3/kv/range" -d '{"key":"eA=="}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])') || return 0
+    curl -s -X POST "$url/v3/kv/compaction" -d "{\"revision\":$rev}" >/dev/null || return 0
+    sleep 0.2
+  done
+}
+
 start_gw
+# Leases live through kill -9: a long one keeps its key, a short one still expires.
+curl -sf -X POST "$url/v3/lease/grant" -d '{"TTL":60,"ID":1001}' >/dev/null
+curl -sf -X POST "$url/v3/lease/grant" -d '{"TTL":2,"ID":1002}' >/dev/null
+curl -sf -X POST "$url/v3/kv/put" -d '{"key":"bG9uZw==","value":"MQ==","lease":1001}' >/dev/null
+curl -sf -X POST "$url/v3/kv/put" -d '{"key":"c2hvcnQ=","value":"MQ==","lease":1002}' >/dev/null
 for round in 1 2 3 4 5; do
   python3 "$TESTDIR/writer.py" $port $round "$TESTDIR/acked$round" &
   writer=$!
+  compactor > /dev/null 2>&1 &
+  compactor_pid=$!
   # a random moment between 0.3 and 1.5 s into the stream
   sleep "$(python3 -c 'import random; print(round(random.uniform(0.3, 1.5), 2))')"
   kill -9 "$gw_pid"
   wait "$gw_pid" 2>/dev/null || true
   wait "$writer" || true
+  kill "$compactor_pid" 2>/dev/null || true
+  wait "$compactor_pid" 2>/dev/null || true
   start_gw
   python3 "$TESTDIR/verify.py" $port $round "$TESTDIR/acked$round" ||
     fail "round $round: an acknowledged put was lost or changed by kill -9"
@@ -90,6 +108,17 @@ for round in 1 2 3 4 5; do
     python3 "$TESTDIR/verify.py" $port $r "$TESTDIR/acked$r" >/dev/null || fail "round $r lost data in round $round"
   done
 done
+
+# the compactions did happen, and survived too
+curl -s -X POST "$url/v3/kv/range" -d '{"key":"bG9uZw==","revision":2}' | grep -q "required revision has been compacted" ||
+  fail "no compaction happened during the rounds"
+ttl=$(curl -sf -X POST "$url/v3/lease/timetolive" -d '{"ID":1001,"keys":true}')
+echo "$ttl" | grep -q '"grantedTTL":"60".*"keys":\["bG9uZw=="\]' || fail "lease 1001 after kill -9: $ttl"
+curl -sf -X POST "$url/v3/kv/range" -d '{"key":"bG9uZw=="}' | grep -q '"lease":"1001"' || fail "leased key lost"
+curl -sf -X POST "$url/v3/kv/range" -d '{"key":"c2hvcnQ="}' | grep -q '"kvs"' &&
+  fail "the 2 s lease should have expired across the restarts and deleted its key"
+curl -sf -X POST "$url/v3/lease/revoke" -d '{"ID":1001}' >/dev/null || fail "revoke after restarts"
+curl -sf -X POST "$url/v3/kv/range" -d '{"key":"bG9uZw=="}' | grep -q '"kvs"' && fail "revoke left its key"
 
 # Bad input: an etcd-like error ({"error", "message", "code"}) that says
 # what is wrong, and the gateway keeps serving.
