@@ -24,6 +24,7 @@ struct kv_server {
   struct leases *l;
   int fd;
   size_t max_body;
+  int64_t progress_ms;
   volatile bool stopping;
   char address[128];
 };
@@ -186,7 +187,8 @@ start_watch(struct kv_server *srv, struct MHD_Connection *conn, const struct cal
     return send_text(conn, status, t, n);
   }
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-  struct watch_stream *w = watch_new(srv->s, who, &req.watch, ci ? ci->connect_fd : -1, &srv->stopping);
+  struct watch_stream *w = watch_new(srv->s, who, &req.watch, ci ? ci->connect_fd : -1, &srv->stopping,
+                                     srv->progress_ms);
   kv_request_free(&req);
   if (!w)
     return MHD_NO;
@@ -389,6 +391,7 @@ kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
   srv->l = l;
   srv->max_body = (size_t) tc_config_int(cfg, "gateway_max_request_bytes");
   max_txn_ops = tc_config_int(cfg, "gateway_max_txn_ops");
+  srv->progress_ms = tc_config_int(cfg, "gateway_watch_progress_interval") * 1000;
   srv->fd = listen_on(tc_config_str(cfg, "gateway_address"), srv->address, sizeof srv->address);
   if (srv->fd < 0) {
     free(srv);

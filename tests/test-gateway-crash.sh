@@ -12,7 +12,7 @@ echo '{}' > "$TESTDIR/empty.conf"
 gw_pid=
 start_gw () {
   tromcho-gateway --config "$TESTDIR/empty.conf" --gateway_address 127.0.0.1:$port \
-    --gateway_data "$TESTDIR/data" >> "$TESTDIR/gw.log" 2>&1 &
+    --gateway_data "$TESTDIR/data" --gateway_watch_progress_interval 1 >> "$TESTDIR/gw.log" 2>&1 &
   gw_pid=$!
   wait_for curl -sf "$url/health"
 }
@@ -162,6 +162,18 @@ EOF
 curl -sf "$url/health" | grep -q '"true"' || fail "gateway stopped serving after bad input"
 curl -sf -X POST "$url/v3/kv/put" -d '{"key":"b2s=","value":"eWVz"}' | grep -q revision || fail "put after bad input"
 kill -0 "$gw_pid" || fail "gateway died"
+
+# progress_notify: a quiet watch hears how far it has got, a plain one nothing.
+timeout 2.6 curl -sN -X POST "$url/v3/watch" -d '{"create_request":{"key":"cQ==","progress_notify":true}}' > "$TESTDIR/progress" || true
+timeout 2.6 curl -sN -X POST "$url/v3/watch" -d '{"create_request":{"key":"cQ=="}}' > "$TESTDIR/noprogress" || true
+python3 - "$TESTDIR/progress" "$TESTDIR/noprogress" <<'EOF' || fail "progress notifications"
+import json, sys
+p = [json.loads(l)["result"] for l in open(sys.argv[1]) if l.strip()]
+n = [json.loads(l)["result"] for l in open(sys.argv[2]) if l.strip()]
+assert p[0].get("created") and len(p) >= 2, p
+assert all(set(r) == {"header"} and int(r["header"]["revision"]) > 0 for r in p[1:]), p
+assert len(n) == 1 and n[0].get("created"), n
+EOF
 
 # A watch ends when its client hangs up: its thread goes away.
 nthreads () { ls "/proc/$gw_pid/task" | wc -l; }
