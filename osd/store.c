@@ -63,9 +63,10 @@ rec_load(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block)
   }
   if (rc)
     return tc_store_mdb_error(rc, "mdb_get", st->meta_path);
-  if (tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size) < 0)
+  const char *why = tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size);
+  if (why)
     return tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64 ": %s",
-                    st->data_path, inode, block, tc_last_error());
+                    st->meta_path, inode, block, why);
   return 1;
 }
 
@@ -132,6 +133,8 @@ commit(struct tc_store *st)
                   (off_t) n * TC_STORE_SECTOR) < 0 && errno != EOPNOTSUPP)
       tc_warn("store %s: punching %u freed sectors: %m", st->data_path, n);
   }
+  if (st->to_free.n || st->to_punch.n)
+    tc_alloc_rewind(&st->alloc);
   st->to_free.n = st->to_punch.n = 0;
   st->batch_ops = 0;
   return 0;
@@ -158,9 +161,10 @@ rebuild_alloc(struct tc_store *st)
       break;
     }
     tc_obj_key_parse(k.mv_data, &inode, &block);
-    if (tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size) < 0) {
+    const char *why = tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size);
+    if (why) {
       r = tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64 ": %s",
-                   st->meta_path, inode, block, tc_last_error());
+                   st->meta_path, inode, block, why);
       break;
     }
     for (uint32_t i = 0; i < st->spb; i++)
@@ -256,7 +260,7 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
     tc_error(ENOENT, "%s: the store's metadata %s is missing", data_path, st->meta_path);
     goto out;
   }
-  if (tc_store_meta_open(&st->env, st->meta_path, st->hdr.size, 0) < 0)
+  if (tc_store_meta_open(&st->env, st->meta_path, st->hdr.size) < 0)
     goto out;
   MDB_txn *txn = NULL;
   MDB_dbi info;
@@ -483,6 +487,9 @@ tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t le
   CHECK_USABLE(st);
   if (check_range(st, "write", inode, offset, len) < 0)
     return -1;
+  if (version == 0)
+    return tc_error(EINVAL, "store write: inode %#" PRIx64 " offset %" PRIu64 ": version 0 is reserved",
+                    inode, offset);
   uint64_t block = offset / st->hdr.block_size;
   uint32_t first = (uint32_t) (offset % st->hdr.block_size / TC_STORE_SECTOR), count = len / TC_STORE_SECTOR;
   uint32_t locs[TC_STORE_MAX_SECTORS];
@@ -625,6 +632,35 @@ tc_store_scrub(struct tc_store *st, uint64_t inode, uint64_t offset, uint8_t *ba
   return nbad;
 }
 
+/* Fill obj from st->rec. */
+static void
+obj_from_rec(const struct tc_store *st, struct tc_store_obj *obj, uint64_t inode, uint64_t block)
+{
+  obj->inode = inode;
+  obj->offset = block * st->hdr.block_size;
+  obj->version = st->rec.version;
+  memcpy(obj->bitmap, st->rec.bitmap, sizeof obj->bitmap);
+  obj->sectors = 0;
+  for (uint32_t w = 0; w < st->bm_words; w++)
+    obj->sectors += (uint32_t) __builtin_popcountll(obj->bitmap[w]);
+}
+
+int
+tc_store_object(struct tc_store *st, uint64_t inode, uint64_t offset, struct tc_store_obj *obj)
+{
+  SCOPED_LOCK(&st->lock);
+  CHECK_USABLE(st);
+  MDB_txn *txn = NULL;
+  if (batch(st, &txn) < 0)
+    return mark_broken(st);
+  uint64_t block = offset / st->hdr.block_size;
+  int found = rec_load(st, txn, inode, block);
+  if (found < 0)
+    return -1;
+  obj_from_rec(st, obj, inode, block);
+  return found;
+}
+
 int
 tc_store_list(struct tc_store *st, uint64_t inode_min, uint64_t inode_max,
               tc_store_list_cb cb, void *opaque)
@@ -648,17 +684,13 @@ tc_store_list(struct tc_store *st, uint64_t inode_min, uint64_t inode_max,
     tc_obj_key_parse(k.mv_data, &obj.inode, &block);
     if (obj.inode > inode_max)
       break;
-    if (tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size) < 0) {
+    const char *why = tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size);
+    if (why) {
       r = tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64 ": %s",
-                   st->meta_path, obj.inode, block, tc_last_error());
+                   st->meta_path, obj.inode, block, why);
       break;
     }
-    obj.offset = block * st->hdr.block_size;
-    obj.version = st->rec.version;
-    memcpy(obj.bitmap, st->rec.bitmap, sizeof obj.bitmap);
-    obj.sectors = 0;
-    for (uint32_t w = 0; w < st->bm_words; w++)
-      obj.sectors += (uint32_t) __builtin_popcountll(obj.bitmap[w]);
+    obj_from_rec(st, &obj, obj.inode, block);
     if ((r = cb(opaque, &obj)) != 0)
       break;
   }

@@ -12,7 +12,8 @@
  * the metadata in the current batch points at it; the old sectors are freed
  * only once the batch is durable. A batch becomes durable at tc_store_sync
  * (fdatasync of the data, then one durable LMDB commit), or by itself when
- * it grows large (TC_STORE_BATCH_MAX writes). So:
+ * it grows large (TC_STORE_BATCH_MAX writes) or when the data area is full
+ * and old copies wait to be freed. So:
  *   - after kill -9 or power loss, the store is exactly as it was at the
  *     last durable batch: every synced write is there, an unsynced write is
  *     entirely absent (the old data of every sector, never garbage);
@@ -26,8 +27,9 @@
  * modifies them and writes them back (read-modify-write).
  *
  * Thread safety: a store may be used from any thread; one mutex serialises
- * every call (the OSD runs one event loop, so this costs nothing there). Data
- * I/O is synchronous buffered pread/pwrite on the caller's thread.
+ * every call. Data I/O is synchronous buffered pread/pwrite on the caller's
+ * thread; an event loop that must not block uses store_queue.h (one worker
+ * thread, FIFO, completions through an eventfd).
  * Two processes may not open one store: the data file is flock()ed.
  *
  * Every call returns 0 (or a count) on success, -1 with errno and
@@ -47,7 +49,7 @@
 /* Smallest store: the 1 MiB header area plus 15 MiB of data. */
 #define TC_STORE_MIN_SIZE (16ull << 20)
 /* Largest data area: sector locations are 32-bit. */
-#define TC_STORE_MAX_SIZE (16ull << 40)
+#define TC_STORE_MAX_SIZE ((16ull << 40) - (1ull << 20))
 /* A batch is committed by itself after this many modified objects. */
 #define TC_STORE_BATCH_MAX 8192
 
@@ -63,8 +65,8 @@ struct tc_store_format_opts {
 };
 
 /* Format a store. Refuses (EEXIST) a data file that already holds a store
- * or any other non-zero bytes in its first 64 KiB unless force; refuses a
- * size below TC_STORE_MIN_SIZE (EINVAL). Existing data is discarded
+ * or any other non-zero bytes in its first 64 KiB, or an existing metadata
+ * file, unless force; refuses a size below TC_STORE_MIN_SIZE (EINVAL). Existing data is discarded
  * (punched) and the metadata file recreated. */
 int tc_store_format(const struct tc_store_format_opts *opts);
 
@@ -96,7 +98,7 @@ int tc_store_read(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t
                   void *buf, uint8_t *present, uint64_t *version);
 
 /* Write len bytes at offset of inode (one object, sector-aligned) and set
- * the object's version. Durable after the next tc_store_sync. ENOSPC when
+ * the object's version (>= 1; 0 means "no object" in reads). Durable after the next tc_store_sync. ENOSPC when
  * the data area is full (even after committing the batch). */
 int tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
                    const void *buf, uint64_t version);
@@ -132,6 +134,12 @@ struct tc_store_obj {
   uint32_t sectors;       /* present sectors */
   uint64_t bitmap[TC_STORE_MAX_SECTORS / 64];   /* bit i = sector i present */
 };
+/* The version and bitmap of the object that holds offset, without reading
+ * its data (SEC_READ_BMP, or the primary choosing the next version).
+ * Returns 1 if it exists, 0 if not (*obj then zeroed but for inode and
+ * offset). */
+int tc_store_object(struct tc_store *st, uint64_t inode, uint64_t offset, struct tc_store_obj *obj);
+
 /* Call cb for each object with inode_min <= inode <= inode_max, in (inode,
  * offset) order, with its version and bitmap (for peering / SEC_LIST).
  * cb returning non-zero stops the walk and becomes the result. cb must not

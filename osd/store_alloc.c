@@ -67,25 +67,58 @@ find_free(const struct tc_alloc *a, uint32_t from)
   return s < a->nsect ? s : a->nsect;
 }
 
+/* Free sectors from s on, at most max. */
+static uint32_t
+run_length(const struct tc_alloc *a, uint32_t s, uint32_t max)
+{
+  uint32_t n = 0;
+  while (n < max && s + n < a->nsect && !tc_bit(a->bits, s + n))
+    n++;
+  return n;
+}
+
 uint32_t
 tc_alloc_run(struct tc_alloc *a, uint32_t want, uint32_t *start)
 {
   if (a->used >= a->nsect || want == 0)
     return 0;
-  uint32_t s = find_free(a, a->cursor);
-  if (s >= a->nsect)
-    s = find_free(a, 0);
-  if (s >= a->nsect)
-    return 0;
-  uint32_t n = 0;
-  while (n < want && s + n < a->nsect && !tc_bit(a->bits, s + n)) {
-    tc_bit_set(a->bits, s + n);
-    n++;
+  /* Next-fit, but a multi-sector request skips holes shorter than
+   * min(want, TC_ALLOC_MIN_RUN) for a while, so objects stay contiguous
+   * even when single-sector overwrites have left holes behind. */
+  uint32_t min_run = want < TC_ALLOC_MIN_RUN ? want : TC_ALLOC_MIN_RUN;
+  uint32_t s = a->cursor, best = a->nsect, best_n = 0;
+  int wrapped = 0;
+  for (int holes = 0; holes < TC_ALLOC_MAX_HOLES; holes++) {
+    s = find_free(a, s);
+    if (s >= a->nsect) {
+      if (wrapped)
+        break;
+      wrapped = 1;
+      s = 0;
+      continue;
+    }
+    if (wrapped && s >= a->cursor)
+      break;   /* a full circle */
+    uint32_t n = run_length(a, s, want);
+    if (n >= min_run) {
+      best = s;
+      best_n = n;
+      break;
+    }
+    if (best == a->nsect) {
+      best = s;
+      best_n = n;
+    }
+    s += n;
   }
-  a->used += n;
-  a->cursor = s + n < a->nsect ? s + n : 0;
-  *start = s;
-  return n;
+  if (best == a->nsect)
+    return 0;
+  for (uint32_t i = 0; i < best_n; i++)
+    tc_bit_set(a->bits, best + i);
+  a->used += best_n;
+  a->cursor = best + best_n < a->nsect ? best + best_n : 0;
+  *start = best;
+  return best_n;
 }
 
 void

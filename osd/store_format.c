@@ -114,6 +114,17 @@ tc_store_format(const struct tc_store_format_opts *o)
     return tc_error(EINVAL, "%s: %" PRIu64 " bytes is too small for a store (at least %llu MiB)",
                     o->data_path, o->size, TC_STORE_MIN_SIZE >> 20);
 
+  CLEANUP_FREE char *meta = NULL;
+  if (o->meta_path)
+    meta = strdup(o->meta_path);
+  else if (asprintf(&meta, "%s.meta", o->data_path) < 0)
+    meta = NULL;
+  if (!meta)
+    return tc_error(ENOMEM, "no memory");
+  struct stat sb;
+  if (!o->force && stat(o->data_path, &sb) < 0 && access(meta, F_OK) == 0)
+    return tc_error(EEXIST, "metadata file %s already exists; use --force to replace it", meta);
+
   CLEANUP_CLOSE int fd = open(o->data_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0)
     return tc_error(errno, "%s: open: %m", o->data_path);
@@ -139,6 +150,8 @@ tc_store_format(const struct tc_store_format_opts *o)
                     o->data_path, size);
   if (have && check_existing(fd, o->data_path, have, o->force) < 0)
     return -1;
+  if (!o->force && access(meta, F_OK) == 0)
+    return tc_error(EEXIST, "metadata file %s already exists; use --force to replace it", meta);
   if (!is_blk && have < size && ftruncate(fd, (off_t) size) < 0)
     return tc_error(errno, "%s: extending to %" PRIu64 " bytes: %m", o->data_path, size);
   /* Erase old contents (sparse again); a device without discard keeps them,
@@ -170,17 +183,10 @@ tc_store_format(const struct tc_store_format_opts *o)
 
   /* A fresh metadata file holding a copy of the header, durable before the
    * header itself is written: a format cut short leaves no valid store. */
-  CLEANUP_FREE char *meta = NULL;
-  if (o->meta_path)
-    meta = strdup(o->meta_path);
-  else if (asprintf(&meta, "%s.meta", o->data_path) < 0)
-    meta = NULL;
-  if (!meta)
-    return tc_error(ENOMEM, "no memory");
   if (unlink(meta) < 0 && errno != ENOENT)
     return tc_error(errno, "%s: removing the old metadata: %m", meta);
   MDB_env *env;
-  if (tc_store_meta_open(&env, meta, size, 1) < 0)
+  if (tc_store_meta_open(&env, meta, size) < 0)
     return -1;
   MDB_txn *txn = NULL;
   MDB_dbi info;

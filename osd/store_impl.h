@@ -37,6 +37,8 @@ void tc_store_hdr_seal(struct tc_store_hdr *h);
 int tc_store_hdr_check(const struct tc_store_hdr *h, const char *what);
 
 /* --- sector allocator (store_alloc.c): a bitmap over the data area --- */
+#define TC_ALLOC_MIN_RUN 8        /* sectors: shorter holes are skipped for multi-sector requests... */
+#define TC_ALLOC_MAX_HOLES 256    /* ...until this many were looked at */
 struct tc_alloc {
   uint64_t *bits;     /* 1 = in use */
   uint32_t nsect;
@@ -51,6 +53,9 @@ void tc_alloc_reset(struct tc_alloc *a);
 int tc_alloc_claim(struct tc_alloc *a, uint32_t loc);
 /* Allocate up to want contiguous sectors; returns how many (>= 1) with the
  * first in *start, 0 if the data area is full. */
+/* Restart allocation at the lowest free sector (after a commit freed old
+ * copies), so the data file stays as compact as the live data. */
+static inline void tc_alloc_rewind(struct tc_alloc *a) { a->cursor = 0; }
 uint32_t tc_alloc_run(struct tc_alloc *a, uint32_t want, uint32_t *start);
 void tc_alloc_release(struct tc_alloc *a, uint32_t start, uint32_t n);
 
@@ -68,7 +73,8 @@ void tc_obj_key_parse(const uint8_t key[16], uint64_t *inode, uint64_t *block);
 /* Encoded: version, bitmap (words for spb sectors), then for each present
  * sector in order its u32 location, then their u64 checksums. */
 size_t tc_obj_rec_encode(const struct tc_obj_rec *r, uint32_t spb, uint8_t *out);
-int tc_obj_rec_decode(struct tc_obj_rec *r, uint32_t spb, const void *val, size_t len);
+/* NULL if the record is well formed, else what is wrong with it. */
+const char *tc_obj_rec_decode(struct tc_obj_rec *r, uint32_t spb, const void *val, size_t len);
 size_t tc_obj_rec_max_size(uint32_t spb);
 static inline int tc_bit(const uint64_t *bm, uint32_t i) { return (bm[i / 64] >> (i % 64)) & 1; }
 static inline void tc_bit_set(uint64_t *bm, uint32_t i) { bm[i / 64] |= 1ull << (i % 64); }
@@ -107,8 +113,9 @@ struct tc_store {
   uint64_t commits;
 };
 
-/* LMDB environment of a store: open (create only when formatting). */
-int tc_store_meta_open(MDB_env **env, const char *path, uint64_t data_size, int create);
+/* Open the LMDB environment of a store (LMDB creates the file if absent:
+ * tc_store_open checks that it exists first). */
+int tc_store_meta_open(MDB_env **env, const char *path, uint64_t data_size);
 /* Name an LMDB error in a tc_error message; returns -1. */
 int tc_store_mdb_error(int rc, const char *what, const char *path);
 

@@ -66,13 +66,13 @@ tc_obj_rec_encode(const struct tc_obj_rec *r, uint32_t spb, uint8_t *out)
   return (size_t) (p - out);
 }
 
-int
+const char *
 tc_obj_rec_decode(struct tc_obj_rec *r, uint32_t spb, const void *val, size_t len)
 {
   const uint8_t *p = val;
   size_t head = 8 + 8 * bm_words(spb);
   if (len < head)
-    return tc_error(EIO, "object record of %zu bytes is too short", len);
+    return "the record is too short";
   memset(r->bitmap, 0, sizeof r->bitmap);
   memcpy(&r->version, p, 8);
   memcpy(r->bitmap, p + 8, 8 * bm_words(spb));
@@ -80,9 +80,9 @@ tc_obj_rec_decode(struct tc_obj_rec *r, uint32_t spb, const void *val, size_t le
   for (uint32_t w = 0; w < bm_words(spb); w++)
     n += (uint32_t) __builtin_popcountll(r->bitmap[w]);
   if (spb % 64 && (r->bitmap[spb / 64] >> (spb % 64)))
-    return tc_error(EIO, "object record has sectors past the block");
+    return "the record has sectors past the end of the block";
   if (len != head + 12 * (size_t) n)
-    return tc_error(EIO, "object record of %zu bytes does not match its %u sectors", len, n);
+    return "the record's length does not match its bitmap";
   const uint8_t *locs = p + head, *sums = locs + 4 * (size_t) n;
   uint32_t k = 0;
   for (uint32_t i = 0; i < spb; i++)
@@ -91,7 +91,7 @@ tc_obj_rec_decode(struct tc_obj_rec *r, uint32_t spb, const void *val, size_t le
       memcpy(&r->csum[i], sums + 8 * k, 8);
       k++;
     }
-  return 0;
+  return NULL;
 }
 
 uint64_t
@@ -108,7 +108,7 @@ tc_store_mdb_error(int rc, const char *what, const char *path)
 }
 
 int
-tc_store_meta_open(MDB_env **out, const char *path, uint64_t data_size, int create)
+tc_store_meta_open(MDB_env **out, const char *path, uint64_t data_size)
 {
   MDB_env *env;
   int rc = mdb_env_create(&env);
@@ -121,7 +121,6 @@ tc_store_meta_open(MDB_env **out, const char *path, uint64_t data_size, int crea
     mdb_env_close(env);
     return tc_store_mdb_error(rc, "setting the map size", path);
   }
-  (void) create;
   rc = mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOLOCK | MDB_NORDAHEAD, 0600);
   if (rc) {
     mdb_env_close(env);

@@ -25,6 +25,8 @@ expect_fail "power of two" tromcho osd-create --data "$TESTDIR/osd2" --osd_num 1
 expect_fail "data PATH is required" tromcho osd-create --osd_num 1
 expect_fail "unknown or incomplete argument" tromcho osd-create --data "$TESTDIR/osd2" --osd_num 1 --bogus
 
+truncate -s 4M "$TESTDIR/small"
+expect_fail "too small" tromcho osd-create --data "$TESTDIR/small" --osd_num 1
 head -c 1M /dev/urandom > "$TESTDIR/foreign"
 expect_fail "not a tromcho store" tromcho osd-create --data "$TESTDIR/foreign" --osd_num 1 --size 32M
 tromcho osd-create --data "$TESTDIR/foreign" --osd_num 1 --size 32M --force >/dev/null || fail "--force on foreign data"

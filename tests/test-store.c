@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <lmdb.h>
 #include "crypto.h"
 #include "error.h"
 #include "log.h"
@@ -78,6 +80,11 @@ test_format_and_open(void)
   CHECK(format("a", 1 << 20, 0, 1, false) < 0 && errno == EINVAL && strstr(tc_last_error(), "too small"),
         "too small refused: %s", tc_last_error());
   CHECK(access(path("a"), F_OK) < 0, "a refused format creates no file");
+  int mfd = open(path("a.meta"), O_WRONLY | O_CREAT, 0600);
+  close(mfd);
+  CHECK(format("a", 32 << 20, 0, 7, false) < 0 && errno == EEXIST && strstr(tc_last_error(), "a.meta"),
+        "a leftover metadata file is not overwritten: %s", tc_last_error());
+  unlink(path("a.meta"));
   CHECK(format("a", 32 << 20, 12288, 1, false) < 0 && errno == EINVAL, "block size 12k refused");
   CHECK(format("a", 32 << 20, 0, 7, false) == 0, "format: %s", tc_last_error());
   struct stat sb;
@@ -263,6 +270,19 @@ test_round_trips(void)
         cnt[0] == expect_one && cnt[1] == 0, "list one inode: %d objects (%d expected)", cnt[0], expect_one);
   struct tc_store_stats ss;
   CHECK(tc_store_stats(st, &ss) == 0 && ss.objects == (uint64_t) expect_all, "stats objects %" PRIu64, ss.objects);
+  /* One object's version and bitmap without its data. */
+  int obad = 0;
+  for (int i = 0; i < M_INODES; i++)
+    for (int b = 0; b < M_BLOCKS; b++) {
+      struct tc_store_obj o;
+      uint64_t bm = 0;
+      for (int s = 0; s < M_SPB; s++)
+        bm |= (uint64_t) (model_ver[i][b][s] != 0) << s;
+      int r = tc_store_object(st, 0x1000000000000ull + i, (uint64_t) b * M_SPB * SEC + 5, &o);
+      obad += r != (bm != 0) || o.bitmap[0] != bm || o.offset != (uint64_t) b * M_SPB * SEC ||
+              (bm && o.version != model_objver[i][b]) || o.sectors != (uint32_t) __builtin_popcountll(bm);
+    }
+  CHECK(obad == 0, "tc_store_object matches the model (%d mismatches)", obad);
 
   /* Misuse. */
   CHECK(tc_store_write(st, 1, 100, SEC, buf, 1) < 0 && errno == EINVAL && strstr(tc_last_error(), "4 KiB"),
@@ -271,6 +291,7 @@ test_round_trips(void)
   CHECK(tc_store_write(st, 1, 60 * 1024, 8192, buf, 1) < 0 && errno == EINVAL &&
         strstr(tc_last_error(), "object boundary"), "write across objects refused: %s", tc_last_error());
   CHECK(tc_store_write(st, 1, 0, 0, buf, 1) < 0 && errno == EINVAL, "empty write refused");
+  CHECK(tc_store_write(st, 1, 0, SEC, buf, 0) < 0 && errno == EINVAL, "version 0 refused");
 
   /* Whole-object delete; a missing object reads as a hole with version 0. */
   uint64_t ver = 1;
@@ -447,6 +468,56 @@ test_space(void)
   tc_store_close(st);
 }
 
+/* Overwrites keep the data file as compact as the live data (freed copies
+ * are reused from the lowest sector after each sync), and a large write
+ * after many small overwrites still gets long contiguous runs. */
+static void
+test_compact(void)
+{
+  struct tc_store *st;
+  static uint8_t buf[32 * SEC];
+  uint64_t seed = 7;
+  CHECK(format("compact", 64 << 20, 0, 1, false) == 0 && tc_store_open(&st, path("compact"), NULL) == 0, "open compact");
+  for (int i = 0; i < 3000; i++) {
+    uint32_t n = 1 + (uint32_t) (splitmix(&seed) % 4);
+    uint64_t sec = splitmix(&seed) % (256 - 4);   /* 1 MiB of inode 1 */
+    if ((sec % 32) + n > 32)
+      sec -= (sec % 32) + n - 32;
+    memset(buf, i, n * SEC);
+    if (tc_store_write(st, 1, sec * SEC, n * SEC, buf, (uint64_t) i + 1) < 0 ||
+        (i % 16 == 15 && tc_store_sync(st) < 0)) {
+      CHECK(0, "overwrite: %s", tc_last_error());
+      break;
+    }
+  }
+  CHECK(tc_store_sync(st) == 0, "sync");
+  struct stat sb;
+  CHECK(stat(path("compact"), &sb) == 0 && sb.st_blocks * 512 < (4 << 20),
+        "3000 overwrites of 1 MiB keep the file under 4 MiB (%jd KiB allocated)", (intmax_t) sb.st_blocks / 2);
+  for (int s = 0; s < 32; s++)
+    fill(buf + s * SEC, 2, (uint64_t) s, 1);
+  CHECK(tc_store_write(st, 2, 0, 32 * SEC, buf, 1) == 0 && tc_store_close(st) == 0, "one 128 KiB write");
+  /* Where did its 32 sectors land? Count the physically contiguous runs. */
+  off_t where[32];
+  for (int s = 0; s < 32; s++)
+    where[s] = -1;
+  int fd = open(path("compact"), O_RDONLY);
+  static uint8_t file[1 << 20];
+  ssize_t got;
+  for (off_t pos = 0; (got = pread(fd, file, sizeof file, pos)) > 0; pos += got)
+    for (ssize_t i = 0; i + SEC <= got; i += SEC)
+      for (int s = 0; s < 32; s++)
+        if (memcmp(file + i, buf + s * SEC, 32) == 0)
+          where[s] = pos + i;
+  close(fd);
+  int runs = 1, found = where[0] >= 0;
+  for (int s = 1; s < 32; s++) {
+    found += where[s] >= 0;
+    runs += where[s] != where[s - 1] + SEC;
+  }
+  CHECK(found == 32 && runs <= 4, "the 128 KiB object lies in %d runs (%d sectors found)", runs, found);
+}
+
 static int
 sum_cb(void *opaque, const struct tc_store_obj *o)
 {
@@ -491,6 +562,169 @@ test_many_objects(int n)
   tc_store_close(st);
 }
 
+/* The smallest (4 KiB, one sector) and largest (1 MiB, 256 sectors, a
+ * four-word bitmap, records on LMDB overflow pages) block sizes. */
+static void
+test_block_sizes(void)
+{
+  static uint8_t buf[1 << 20], want[SEC];
+  static const uint32_t sizes[] = { 4096, 1 << 20 };
+  for (int z = 0; z < 2; z++) {
+    uint32_t bs = sizes[z], spb = bs / SEC;
+    struct tc_store *st;
+    char name[16];
+    snprintf(name, sizeof name, "bs%u", bs);
+    CHECK(format(name, 64 << 20, bs, 1, false) == 0 && tc_store_open(&st, path(name), NULL) == 0,
+          "open with block size %u", bs);
+    /* Every other sector of 3 objects, then the last sector of each. */
+    int bad = 0;
+    for (uint64_t b = 0; b < 3; b++) {
+      for (uint32_t s = 0; s < spb; s += 2) {
+        fill(buf, 3, b * spb + s, b + 1);
+        bad += tc_store_write(st, 3, (b * spb + s) * SEC, SEC, buf, b + 1) < 0;
+      }
+      fill(buf, 3, b * spb + spb - 1, 9);
+      bad += tc_store_write(st, 3, (b * spb + spb - 1) * SEC, SEC, buf, 9) < 0;
+    }
+    CHECK(!bad, "writes with block size %u: %s", bs, tc_last_error());
+    CHECK(tc_store_close(st) == 0 && tc_store_open(&st, path(name), NULL) == 0, "reopen bs %u", bs);
+    uint8_t present[32], scrub_bad[32];
+    for (uint64_t b = 0; b < 3; b++) {
+      uint64_t v;
+      int n = tc_store_read(st, 3, b * bs, bs, buf, present, &v);
+      int expect = (int) (spb + 1) / 2 + (spb > 1 && (spb - 1) % 2 ? 1 : 0);
+      bad += n != expect || v != 9;
+      for (uint32_t s = 0; s < spb; s++) {
+        int p = (present[s / 8] >> (s % 8)) & 1;
+        uint64_t ver = s == spb - 1 ? 9 : s % 2 == 0 ? b + 1 : 0;
+        bad += p != (ver != 0);
+        if (ver)
+          fill(want, 3, b * spb + s, ver);
+        else
+          memset(want, 0, SEC);
+        bad += memcmp(want, buf + (size_t) s * SEC, SEC) != 0;
+      }
+      bad += tc_store_scrub(st, 3, b * bs, scrub_bad) != 0;
+      struct tc_store_obj o;
+      bad += tc_store_object(st, 3, b * bs, &o) != 1 || o.sectors != (uint32_t) expect ||
+             (spb == 256 && !(o.bitmap[3] >> 63));
+    }
+    CHECK(!bad, "block size %u: contents, bitmaps, versions, scrub after reopen (%d bad)", bs, bad);
+    CHECK(tc_store_delete(st, 3, 0, bs) == 0 && tc_store_read(st, 3, 0, SEC, buf, present, NULL) == 0,
+          "block size %u: delete", bs);
+    tc_store_close(st);
+  }
+}
+
+/* Put a raw record into the metadata, as corruption or a bug might. */
+static int
+poke_record(const char *meta, uint64_t block, const void *val, size_t len)
+{
+  MDB_env *env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  uint8_t key[16] = { 0 };
+  key[7] = 1;   /* inode 1 */
+  for (int i = 0; i < 8; i++)
+    key[8 + i] = (uint8_t) (block >> (56 - 8 * i));
+  MDB_val k = { sizeof key, key }, v = { len, (void *) val };
+  int rc = mdb_env_create(&env);
+  if (!rc && !(rc = mdb_env_set_maxdbs(env, 2)) && !(rc = mdb_env_open(env, meta, MDB_NOSUBDIR | MDB_NOLOCK, 0600)) &&
+      !(rc = mdb_txn_begin(env, NULL, 0, &txn))) {
+    if (!(rc = mdb_dbi_open(txn, "objects", 0, &dbi)) && !(rc = mdb_put(txn, dbi, &k, &v, 0)))
+      rc = mdb_txn_commit(txn);
+    else
+      mdb_txn_abort(txn);
+  }
+  mdb_env_close(env);
+  return rc;
+}
+
+static void
+test_bad_metadata(void)
+{
+  struct tc_store *st;
+  uint8_t buf[SEC] = { 1 };
+  CHECK(format("meta", 32 << 20, 0, 1, false) == 0 && tc_store_open(&st, path("meta"), NULL) == 0 &&
+        tc_store_write(st, 1, 0, SEC, buf, 1) == 0 && tc_store_close(st) == 0, "store with one sector");
+  /* A second object claiming data sector 0, which block 0 already uses. */
+  uint8_t rec[8 + 8 + 12] = { 0 };
+  rec[0] = 1;        /* version 1 */
+  rec[8] = 1;        /* sector 0 present */
+  CHECK(poke_record(path("meta.meta"), 1, rec, sizeof rec) == 0, "poke a shared sector");
+  CHECK(tc_store_open(&st, path("meta"), NULL) < 0 && errno == EIO && strstr(tc_last_error(), "used twice"),
+        "a sector used twice is refused: %s", tc_last_error());
+  /* A sector outside the data area. */
+  uint32_t far = 1u << 30;
+  memcpy(rec + 16, &far, 4);
+  CHECK(poke_record(path("meta.meta"), 1, rec, sizeof rec) == 0, "poke a far sector");
+  CHECK(tc_store_open(&st, path("meta"), NULL) < 0 && errno == EIO && strstr(tc_last_error(), "outside the data area"),
+        "a sector outside the data area is refused: %s", tc_last_error());
+  /* A truncated record. */
+  CHECK(poke_record(path("meta.meta"), 1, rec, 10) == 0, "poke a short record");
+  CHECK(tc_store_open(&st, path("meta"), NULL) < 0 && errno == EIO && strstr(tc_last_error(), "too short") && strstr(tc_last_error(), "inode 0x1 block 1"),
+        "a short record is refused: %s", tc_last_error());
+  /* A record whose length does not match its bitmap. */
+  CHECK(poke_record(path("meta.meta"), 1, rec, sizeof rec - 4) == 0, "poke a record of the wrong length");
+  CHECK(tc_store_open(&st, path("meta"), NULL) < 0 && errno == EIO && strstr(tc_last_error(), "does not match"),
+        "a record of the wrong length is refused: %s", tc_last_error());
+}
+
+/* Several threads on one store: each owns an inode, writes, syncs, deletes
+ * and reads back; the store's mutex keeps them apart. */
+struct thr { struct tc_store *st; int id; int bad; };
+
+static void *
+thread_main(void *arg)
+{
+  struct thr *t = arg;
+  uint8_t buf[2 * SEC], want[SEC];
+  uint64_t inode = 100 + (uint64_t) t->id, seed = (uint64_t) t->id;
+  uint64_t ver[64] = { 0 };
+  for (int op = 0; op < 400; op++) {
+    int sec = (int) (splitmix(&seed) % 64);
+    uint64_t off = (uint64_t) sec * SEC;
+    if (op % 7 == 6) {
+      t->bad += tc_store_delete(t->st, inode, off, SEC) < 0;
+      ver[sec] = 0;
+    }
+    else {
+      fill(buf, inode, (uint64_t) sec, (uint64_t) op + 1);
+      t->bad += tc_store_write(t->st, inode, off, SEC, buf, (uint64_t) op + 1) < 0;
+      ver[sec] = (uint64_t) op + 1;
+    }
+    if (op % 50 == 0)
+      t->bad += tc_store_sync(t->st) < 0;
+    int r = tc_store_read(t->st, inode, off, SEC, buf, NULL, NULL);
+    if (ver[sec])
+      fill(want, inode, (uint64_t) sec, ver[sec]);
+    else
+      memset(want, 0, SEC);
+    t->bad += r != (ver[sec] != 0) || memcmp(buf, want, SEC) != 0;
+  }
+  return NULL;
+}
+
+static void
+test_threads(void)
+{
+  struct tc_store *st;
+  CHECK(format("thr", 32 << 20, 0, 1, false) == 0 && tc_store_open(&st, path("thr"), NULL) == 0, "open thr");
+  struct thr t[4];
+  pthread_t tid[4];
+  for (int i = 0; i < 4; i++) {
+    t[i] = (struct thr) { st, i, 0 };
+    pthread_create(&tid[i], NULL, thread_main, &t[i]);
+  }
+  int bad = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_join(tid[i], NULL);
+    bad += t[i].bad;
+  }
+  CHECK(bad == 0, "4 threads on one store: %d failures (%s)", bad, tc_last_error());
+  CHECK(tc_store_close(st) == 0, "close thr");
+}
+
 int
 main(void)
 {
@@ -506,6 +740,10 @@ main(void)
   test_crash_loses_only_unsynced();
   test_corruption();
   test_space();
+  test_threads();
+  test_block_sizes();
+  test_compact();
+  test_bad_metadata();
   test_many_objects(getenv("TEST_STORE_OBJECTS") ? atoi(getenv("TEST_STORE_OBJECTS")) : 20000);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
