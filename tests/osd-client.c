@@ -436,28 +436,55 @@ cmd_rw(int argc, char **argv, int opc)
   return 0;
 }
 
+/* SYNC every OSD that is a primary now (the ones that acknowledged our
+ * writes, or took their PGs over); again from the start if one fails. */
 static int
 sync_all(void)
 {
-  for (size_t i = 0; map && i < map->n_osds; i++) {
-    struct op op;
-    memset(&op, 0, sizeof op);
-    op.req.hdr.opcode = TC_OP_SYNC;
-    op.osd = map->osds[i].id;
-    int st = op_run(&op);
-    if (st < 0) {
-      fprintf(stderr, "osd-client: SYNC on osd %" PRIu64 ": %s\n", op.osd, strerror(-st));
-      return -1;
+  uint64_t deadline = tc_now_ms() + (uint64_t) (timeout_s * 1000);
+  for (;;) {
+    if (tc_now_ms() - last_reload > 100)
+      reload_map();
+    uint64_t prim[64];
+    size_t np = 0;
+    for (size_t k = 0; map && k < map->n_pools; k++)
+      for (uint32_t g = 0; g < map->pools[k].pg_count; g++) {
+        const struct tc_pg_info *pg = tc_map_pg(map, map->pools[k].id, g);
+        bool seen = false;
+        for (size_t j = 0; pg && j < np; j++)
+          seen |= prim[j] == pg->primary;
+        if (pg && pg->primary && !seen && np < 64)
+          prim[np++] = pg->primary;
+      }
+    int failed = 0;
+    for (size_t i = 0; i < np && !failed; i++) {
+      struct op op;
+      memset(&op, 0, sizeof op);
+      op.req.hdr.opcode = TC_OP_SYNC;
+      op.osd = prim[i];
+      double saved = timeout_s;
+      timeout_s = 2;
+      int st = op_run(&op);
+      timeout_s = saved;
+      if (st < 0) {
+        if (tc_now_ms() > deadline) {
+          fprintf(stderr, "osd-client: SYNC on osd %" PRIu64 ": %s\n", op.osd, strerror(-st));
+          return -1;
+        }
+        failed = 1;
+      }
     }
+    if (!failed)
+      return 0;
+    usleep(100000);
   }
-  return 0;
 }
 
 /* ---- stream / verify ---- */
 
 static FILE *logf_;
 static uint64_t s_next, s_count, s_sectors, s_inode, s_acked, s_inflight, s_sync_every, s_since_sync;
-static int s_failed, s_syncing;
+static int s_failed;
 static uint64_t s_acked_below;   /* every seq below this is acknowledged */
 static uint8_t *s_ackmap;
 
@@ -490,6 +517,8 @@ stream_write_done(struct op *op)
   stream_issue();
 }
 
+/* Issue writes up to the depth, but not past the next SYNC point: the
+ * main loop syncs once they are all acknowledged (never from a callback). */
 static void
 stream_issue(void)
 {
@@ -497,22 +526,6 @@ stream_issue(void)
   const char *d = getenv("OSD_CLIENT_IODEPTH");
   if (d)
     depth = strtoull(d, NULL, 10);
-  if (s_failed)
-    return;
-  if (s_sync_every && s_since_sync >= s_sync_every && !s_syncing) {
-    /* Wait for every write issued so far, then SYNC every OSD. */
-    if (s_inflight)
-      return;
-    s_syncing = 1;
-    if (sync_all() == 0) {
-      fprintf(logf_, "s %" PRIu64 "\n", s_acked_below);
-      fflush(logf_);
-    }
-    else
-      s_failed = 1;
-    s_since_sync = 0;
-    s_syncing = 0;
-  }
   while (!s_failed && s_inflight < depth && s_next < s_count &&
          !(s_sync_every && s_since_sync + s_inflight >= s_sync_every)) {
     struct op *op = calloc(1, sizeof *op);
@@ -529,6 +542,18 @@ stream_issue(void)
     s_inflight++;
     op_start(op);
   }
+}
+
+static void
+stream_sync(void)
+{
+  if (sync_all() == 0) {
+    fprintf(logf_, "s %" PRIu64 "\n", s_acked_below);
+    fflush(logf_);
+  }
+  else
+    s_failed = 1;
+  s_since_sync = 0;
 }
 
 static int
@@ -548,10 +573,15 @@ cmd_stream(int argc, char **argv)
     return 1;
   setvbuf(logf_, NULL, _IOLBF, 0);
   stream_issue();
-  while (!s_failed && (s_next < s_count || s_inflight))
+  while (!s_failed && (s_next < s_count || s_inflight)) {
     tc_evloop_run_once(loop, 100);
-  if (!s_failed && sync_all() == 0)
-    fprintf(logf_, "s %" PRIu64 "\n", s_acked_below);
+    if (!s_failed && !s_inflight && s_sync_every && s_since_sync >= s_sync_every) {
+      stream_sync();
+      stream_issue();
+    }
+  }
+  if (!s_failed)
+    stream_sync();
   fclose(logf_);
   free(s_ackmap);
   printf("stream: %" PRIu64 " writes acknowledged%s\n", s_acked, s_failed ? ", then a failure" : "");
@@ -831,7 +861,7 @@ main(int argc, char **argv)
     fprintf(stderr, "osd-client: %s\n", tc_last_error());
     return 2;
   }
-  tc_log_set_level(TC_LOG_WARN);
+  tc_log_set_level(TC_LOG_ERROR);
   if (argc < 2) {
     fprintf(stderr, "usage: osd-client [options] raw|write|read|delete|sync|stream|verify|scrub-all|wait-clean|bench ...\n");
     tc_config_free(cfg);
