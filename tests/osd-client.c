@@ -372,6 +372,18 @@ cmd_raw(int argc, char **argv)
     printf("%.*s\n", (int) op.req.reply.len, (char *) op.req.reply_payload);
   free(op.req.reply_payload);
   free(payload);
+  if (flag(argc, argv, "--then-ping") && op.status != -ECONNRESET) {
+    /* The connection goes on after the answer (a refusal included). */
+    struct op ping;
+    memset(&ping, 0, sizeof ping);
+    ping.req.hdr.opcode = TC_OP_PING;
+    ping.req.done = op_done;
+    ping.req.arg = &ping;
+    if (tc_msgr_call(c, &ping.req) == 0)
+      while (!ping.done)
+        tc_evloop_run_once(loop, 100);
+    printf("then PING status=%d\n", ping.done ? ping.status : -ENOTCONN);
+  }
   tc_msgr_close(c);
   return op.status == -ECONNRESET || op.status == -EHOSTUNREACH ? 1 : 0;
 }
