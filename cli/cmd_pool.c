@@ -139,6 +139,10 @@ cmd_pool_create(int argc, char **argv, struct tc_config *cfg)
             p.name && have_size && !have_count ? "--pg-count is required" : "", usage);
     return 1;
   }
+  /* --block-size is also the global option block_size (osd-create's), which
+   * the config loader takes out of argv before we see it. */
+  if (tc_config_given(cfg, "block_size"))
+    p.block_size = (uint64_t) tc_config_int(cfg, "block_size");
   if (!have_min)
     p.pg_minsize = p.pg_size > 1 ? p.pg_size - 1 : 1;
   p.id = 1;

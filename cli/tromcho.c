@@ -15,11 +15,8 @@ static const struct tc_command commands[] = {
   { "pool-create", cmd_pool_create, "pool-create NAME --pg-size N --pg-count N [--pg-minsize N] [--block-size 128k] [--creator-group G] [--failure-domain host|osd]" },
   { "pool-ls", cmd_pool_ls, "pool-ls [--json]                  pools with their PG counts and state" },
   { "pool-rm", cmd_pool_rm, "pool-rm NAME                      remove a pool" },
-  { "osd-create", cmd_osd_create, "osd-create --data PATH --osd_num N [--size 8G] [--block-size 128k] [--meta PATH] [--force]\n"
-    "                                    format a data file or device as an OSD store: a new file is created sparse\n"
-    "                                    (--size, default 8G; else the file's size), a block device needs --meta,\n"
-    "                                    --force erases an existing store or other data; --osd_num is required\n"
-    "                                    until OSD numbers are allocated from the KV" },
+  { "osd-create", cmd_osd_create, "osd-create --data PATH [--osd_num N] [--size 8G] [--block-size 128k] [--meta PATH] [--force]\n"
+    "                                    format a data file or device as an OSD store (--osd_num: allocated in the KV when absent)" },
   { "create", cmd_image_create, "create NAME -s SIZE [--pool P] [--enc_key auto|none|HEX|vault:ID] [--owner U]\n"
     "       [--owner_group G] [--reader_group G] [--parent NAME@SNAP]   create an image (or a clone)" },
   { "ls", cmd_image_ls, "ls [--json]                       images you may read: size, used, layers, encryption" },

@@ -65,7 +65,35 @@
  * caller's iovecs (none/payload) or sealed into one buffer (gcm; with
  * TC_MSGR_INPLACE the caller's buffers are sealed in place, no copy).
  * Incoming payloads are read straight into req->rbuf when given, otherwise
- * into one malloc'd buffer handed over to the callback. */
+ * into one malloc'd buffer handed over to the callback.
+ *
+ * Lifetime. A connection is valid from tc_msgr_connect() (or the UP
+ * callback of an accepted one) until its DOWN callback returns. Call
+ * tc_msgr_free() from outside the endpoint's own callbacks (e.g. from a
+ * tc_evloop_defer() call or after tc_evloop_run() returns).
+ *
+ * An OSD:
+ *   struct tc_msgr *m = tc_msgr_new_from_config(loop, cfg, TC_MSGR_AS_OSD);
+ *   tc_msgr_set_callbacks(m, on_request, on_conn, osd);
+ *   tc_msgr_listen(m, bind_address, port);
+ *   static void on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *h, void *p, void *osd) {
+ *     const struct tc_msgr_identity *who = tc_msgr_conn_peer(c);   // role + CN: check rights
+ *     struct tc_frame_hdr r = { .opcode = h->opcode, .req_id = h->req_id, .status = -EACCES };
+ *     tc_msgr_reply(c, &r, NULL, 0, 0, NULL, NULL);
+ *     free(p);
+ *   }
+ * A client:
+ *   struct tc_msgr *m = tc_msgr_new_from_config(loop, cfg, 0);
+ *   struct tc_msgr_conn *c = tc_msgr_connect(m, host, port, on_conn, cl);
+ *   req->hdr.opcode = OP_READ; req->rbuf = buf; req->rbuf_len = len; req->done = read_done;
+ *   tc_msgr_call(c, req);      // read_done(req, 0 or -errno, arg)
+ *
+ * Known limits: without keys the handshake and frames have no protection
+ * against a man in the middle (trusted-network mode, as the seed says); in
+ * mode none the payload is not checked at all (keyed or not). A client
+ * sends its first request right after its Finished, so a server that
+ * refuses the client's certificate answers with an alert where the client
+ * expects its first reply: the client reports it as a refusal. */
 #ifndef TROMCHO_MSGR_H
 #define TROMCHO_MSGR_H
 #include <stddef.h>

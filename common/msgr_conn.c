@@ -706,8 +706,8 @@ do_read(struct tc_msgr_conn *c)
       return;
     }
   }
-  /* The last round's read may have completed a frame that no further
-   * event will announce (level-triggered: the socket may now be empty). */
+  /* Out of rounds: process what the last read brought (the rest of the
+   * socket's data wakes us again, level-triggered). */
   parse(c);
 }
 

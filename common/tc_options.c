@@ -28,6 +28,8 @@ const struct tc_opt_def tc_options[] = {
   { "etcd_keepalive_timeout", TC_OPT_INT, "10", "TTL of an OSD's /osd/state lease, s" },
   { "gateway_store_size", TC_OPT_INT, "64G", "largest size the gateway's embedded store may grow to (LMDB map size)" },
   { "gateway_max_request_bytes", TC_OPT_INT, "16M", "largest request body the gateway's KV API accepts" },
+  { "gateway_max_txn_ops", TC_OPT_INT, "128", "most compares or operations per txn branch (etcd's --max-txn-ops)" },
+  { "gateway_watch_progress_interval", TC_OPT_INT, "600", "seconds between progress replies to a quiet watch with progress_notify (as etcd)" },
   { "server_cert", TC_OPT_STRING, NULL, "TLS certificate of the admin HTTPS API" },
   { "server_pkey", TC_OPT_STRING, NULL, "key of server_cert" },
   /* identities and rights */
@@ -55,7 +57,7 @@ const struct tc_opt_def tc_options[] = {
   { "vault_url", TC_OPT_STRING, NULL, "Vault/OpenBao base URL for vault:<ID> keys" },
   { "vault_ca", TC_OPT_STRING, NULL, "CA of the Vault server" },
   /* OSD store */
-  { "osd_num", TC_OPT_INT, NULL, "this OSD's number (osd-create: required until it is allocated from the KV)" },
+  { "osd_num", TC_OPT_INT, NULL, "this OSD's number (osd-create: allocated in the KV when absent)" },
   { "block_size", TC_OPT_INT, "131072", "object size of a new OSD store (power of two, 4k..1M), fixed at osd-create" },
   /* OSD daemon */
   { "osd_data", TC_OPT_STRING, NULL, "tromcho-osd: the store's data file or device (default: what osd-create recorded in /config/osd/<osd_num>)" },

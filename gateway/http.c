@@ -24,9 +24,13 @@ struct kv_server {
   struct leases *l;
   int fd;
   size_t max_body;
+  int64_t progress_ms;
   volatile bool stopping;
   char address[128];
 };
+
+/* etcd's --max-txn-ops (option gateway_max_txn_ops). */
+static int64_t max_txn_ops = 128;
 
 struct req_ctx {
   char *body;
@@ -38,7 +42,8 @@ static int
 http_status(int code)
 {
   switch (code) {
-  case KV_INVALID_ARGUMENT: case KV_OUT_OF_RANGE: case KV_FAILED_PRECONDITION: return 400;
+  case KV_INVALID_ARGUMENT: case KV_OUT_OF_RANGE: return 400;
+  case KV_FAILED_PRECONDITION: return 412;
   case KV_NOT_FOUND: return 404;
   case KV_RESOURCE_EXHAUSTED: return 429;
   case KV_UNAVAILABLE: return 503;
@@ -112,7 +117,11 @@ handle(struct kvs *s, struct leases *l, const struct caller *who, const char *me
   if (kv_request_parse(ep, body, len, &req, &err) < 0)
     return error_text(&err, status, outlen);
   switch (ep) {
-  case KV_EP_RANGE: case KV_EP_PUT: case KV_EP_DELETE: case KV_EP_TXN:
+  case KV_EP_TXN:
+    if (kv_txn_check(&req.op.txn, max_txn_ops, &err) < 0)
+      break;
+    /* fall through */
+  case KV_EP_RANGE: case KV_EP_PUT: case KV_EP_DELETE:
     resp = kvx_op(s, who, &req.op, &err);
     break;
   case KV_EP_COMPACT: resp = kvx_compact(s, who, &req.compact, &err); break;
@@ -178,7 +187,8 @@ start_watch(struct kv_server *srv, struct MHD_Connection *conn, const struct cal
     return send_text(conn, status, t, n);
   }
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-  struct watch_stream *w = watch_new(srv->s, who, &req.watch, ci ? ci->connect_fd : -1, &srv->stopping);
+  struct watch_stream *w = watch_new(srv->s, who, &req.watch, ci ? ci->connect_fd : -1, &srv->stopping,
+                                     srv->progress_ms);
   kv_request_free(&req);
   if (!w)
     return MHD_NO;
@@ -280,6 +290,7 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_Re
   *con_cls = NULL;
 }
 
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void
 on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
@@ -379,6 +390,8 @@ kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
   srv->s = s;
   srv->l = l;
   srv->max_body = (size_t) tc_config_int(cfg, "gateway_max_request_bytes");
+  max_txn_ops = tc_config_int(cfg, "gateway_max_txn_ops");
+  srv->progress_ms = tc_config_int(cfg, "gateway_watch_progress_interval") * 1000;
   srv->fd = listen_on(tc_config_str(cfg, "gateway_address"), srv->address, sizeof srv->address);
   if (srv->fd < 0) {
     free(srv);

@@ -72,6 +72,8 @@ kvx_kv(const struct kv_rec *r, bool keys_only)
 /* Inner headers of a txn carry only the final revision: set at the end. */
 struct exec_ctx {
   json_object *headers;   /* array of header objects to fill */
+  bool *path;             /* outcome of every compare on the way, in order */
+  size_t npath, cap, pos;
 };
 
 static json_object *
@@ -85,25 +87,126 @@ inner_header(struct exec_ctx *cx)
 static int exec_op(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_op *op, json_object *resp,
                    struct kv_err *err);
 
-struct range_acc {
-  json_object *kvs;
-  int64_t count, limit;
-  bool keys_only, count_only, more;
+/* A record kept for sorting: its reply and what it sorts by. */
+struct sorted_kv {
+  json_object *kv;
+  int64_t num;
+  uint8_t *bytes;     /* key or value, for KEY and VALUE */
+  size_t blen;
+  size_t seq;         /* key order, to break ties */
 };
+
+struct range_acc {
+  const struct kv_range_req *r;
+  json_object *kvs;
+  int64_t count;
+  bool fetch_all;     /* sort or filters: collect everything, then cut */
+  bool more;
+  struct sorted_kv *all;
+  size_t n, cap;
+  bool oom;
+};
+
+static bool
+filtered_out(const struct kv_range_req *q, const struct kv_rec *r)
+{
+  return (q->max_mod_revision && r->mod_rev > q->max_mod_revision) ||
+         (q->min_mod_revision && r->mod_rev < q->min_mod_revision) ||
+         (q->max_create_revision && r->create_rev > q->max_create_revision) ||
+         (q->min_create_revision && r->create_rev < q->min_create_revision);
+}
 
 static int
 range_cb(void *opaque, const struct kv_rec *r)
 {
   struct range_acc *a = opaque;
   a->count++;
-  if (a->count_only)
+  if (a->r->count_only)
     return 0;
-  if (a->limit > 0 && a->count > a->limit) {
-    a->more = true;
-    return 0;   /* keep counting */
+  if (!a->fetch_all) {
+    if (a->r->limit > 0 && a->count > a->r->limit) {
+      a->more = true;
+      return 0;   /* keep counting */
+    }
+    json_object_array_add(a->kvs, kvx_kv(r, a->r->keys_only));
+    return 0;
   }
-  json_object_array_add(a->kvs, kvx_kv(r, a->keys_only));
+  if (filtered_out(a->r, r))
+    return 0;
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? a->cap * 2 : 64;
+    struct sorted_kv *na = realloc(a->all, cap * sizeof *na);
+    if (!na) {
+      a->oom = true;
+      return 1;
+    }
+    a->all = na;
+    a->cap = cap;
+  }
+  struct sorted_kv *e = &a->all[a->n];
+  memset(e, 0, sizeof *e);
+  e->seq = a->n;
+  switch (a->r->sort_target) {
+  case KV_SORT_VERSION: e->num = r->version; break;
+  case KV_SORT_CREATE: e->num = r->create_rev; break;
+  case KV_SORT_MOD: e->num = r->mod_rev; break;
+  case KV_SORT_VALUE: case KV_SORT_KEY: {
+    const uint8_t *p = a->r->sort_target == KV_SORT_KEY ? r->key : r->val;
+    e->blen = a->r->sort_target == KV_SORT_KEY ? r->klen : r->vlen;
+    e->bytes = malloc(e->blen ? e->blen : 1);
+    if (!e->bytes) {
+      a->oom = true;
+      return 1;
+    }
+    memcpy(e->bytes, p, e->blen);
+    break;
+  }
+  }
+  e->kv = kvx_kv(r, a->r->keys_only);
+  a->n++;
   return 0;
+}
+
+static int
+sorted_cmp(const void *x, const void *y, void *descending)
+{
+  const struct sorted_kv *a = x, *b = y;
+  int c;
+  if (a->bytes || b->bytes) {
+    size_t n = a->blen < b->blen ? a->blen : b->blen;
+    c = memcmp(a->bytes, b->bytes, n);
+    if (!c)
+      c = a->blen < b->blen ? -1 : a->blen > b->blen;
+  } else
+    c = a->num < b->num ? -1 : a->num > b->num;
+  if (*(bool *) descending)
+    c = -c;
+  if (!c)
+    c = a->seq < b->seq ? -1 : a->seq > b->seq;
+  return c;
+}
+
+/* etcd's Range: fetch, prune by the revision filters, sort, then cut to limit. */
+static void
+finish_sorted(struct range_acc *a)
+{
+  int order = a->r->sort_order;
+  if (order == KV_SORT_NONE && a->r->sort_target != KV_SORT_KEY)
+    order = KV_SORT_ASCEND;
+  if (order != KV_SORT_NONE) {
+    bool descending = order == KV_SORT_DESCEND;
+    qsort_r(a->all, a->n, sizeof *a->all, sorted_cmp, &descending);
+  }
+  for (size_t i = 0; i < a->n; i++) {
+    if (a->r->limit > 0 && i >= (size_t) a->r->limit) {
+      a->more = true;
+      json_object_put(a->all[i].kv);
+    } else
+      json_object_array_add(a->kvs, a->all[i].kv);
+    free(a->all[i].bytes);
+  }
+  free(a->all);
+  a->all = NULL;
 }
 
 static int
@@ -123,12 +226,23 @@ exec_range(struct kvs_txn *tx, const struct kv_range_req *r, json_object *resp, 
     return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key is not provided");
   if (check_revision(tx, r->revision, err) < 0)
     return -1;
-  struct range_acc a = { .kvs = json_object_new_array(), .limit = r->limit,
-                         .keys_only = r->keys_only, .count_only = r->count_only };
-  if (kvs_range(tx, r->key.p, r->key.n, r->end.p, r->end.n, r->revision, range_cb, &a, err) < 0) {
+  struct range_acc a = { .r = r, .kvs = json_object_new_array() };
+  a.fetch_all = r->sort_order != KV_SORT_NONE || r->sort_target != KV_SORT_KEY || r->min_mod_revision ||
+                r->max_mod_revision || r->min_create_revision || r->max_create_revision;
+  int rc = kvs_range(tx, r->key.p, r->key.n, r->end.p, r->end.n, r->revision, range_cb, &a, err);
+  if (rc == 0 && a.oom)
+    rc = kv_err_set(err, KV_INTERNAL, "range: out of memory");
+  if (rc < 0) {
+    for (size_t i = 0; i < a.n; i++) {
+      json_object_put(a.all[i].kv);
+      free(a.all[i].bytes);
+    }
+    free(a.all);
     json_object_put(a.kvs);
     return -1;
   }
+  if (a.fetch_all)
+    finish_sorted(&a);
   if (json_object_array_length(a.kvs))
     json_object_object_add(resp, "kvs", a.kvs);
   else
@@ -307,14 +421,39 @@ eval_compare(struct kvs_txn *tx, const struct kv_compare *c, bool *ok, struct kv
   return 0;
 }
 
+/* etcd decides every branch, nested txns included, on the state before
+ * the txn runs (compareToPath); the outcomes go into cx->path in order. */
 static int
-exec_txn(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_txn_req *t, json_object *resp,
-         struct kv_err *err)
+compute_path(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_txn_req *t, struct kv_err *err)
 {
   bool ok = true;
   for (size_t i = 0; i < t->ncmp && ok; i++)
     if (eval_compare(tx, &t->cmp[i], &ok, err) < 0)
       return -1;
+  if (cx->npath == cx->cap) {
+    size_t cap = cx->cap ? cx->cap * 2 : 8;
+    bool *np = realloc(cx->path, cap * sizeof *np);
+    if (!np)
+      return kv_err_set(err, KV_INTERNAL, "out of memory");
+    cx->path = np;
+    cx->cap = cap;
+  }
+  cx->path[cx->npath++] = ok;
+  const struct kv_op *ops = ok ? t->succ : t->fail;
+  size_t n = ok ? t->nsucc : t->nfail;
+  for (size_t i = 0; i < n; i++)
+    if (ops[i].type == KV_OP_TXN && compute_path(tx, cx, &ops[i].txn, err) < 0)
+      return -1;
+  return 0;
+}
+
+static int
+exec_txn(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_txn_req *t, json_object *resp,
+         struct kv_err *err)
+{
+  if (cx->pos >= cx->npath)
+    return kv_err_set(err, KV_INTERNAL, "txn: compare outcomes out of step");
+  bool ok = cx->path[cx->pos++];
   const struct kv_op *ops = ok ? t->succ : t->fail;
   size_t n = ok ? t->nsucc : t->nfail;
   if (ok)
@@ -352,30 +491,78 @@ exec_op(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_op *op, json_ob
   return kv_err_set(err, KV_INVALID_ARGUMENT, "unknown operation");
 }
 
-/* etcd checks every lease a txn would attach before running it. */
-static int
-check_leases(struct kvs_txn *tx, const struct kv_op *op, struct kv_err *err)
-{
-  if (op->type == KV_OP_PUT && op->put.lease) {
-    int ex = kvs_lease_exists(tx, op->put.lease);
-    if (ex <= 0)
-      return kv_err_set(err, KV_NOT_FOUND, "etcdserver: requested lease not found");
-  }
-  if (op->type == KV_OP_TXN) {
-    for (size_t i = 0; i < op->txn.nsucc; i++)
-      if (check_leases(tx, &op->txn.succ[i], err) < 0)
-        return -1;
-    for (size_t i = 0; i < op->txn.nfail; i++)
-      if (check_leases(tx, &op->txn.fail[i], err) < 0)
-        return -1;
-  }
-  return 0;
-}
-
 struct op_job {
   const struct kv_op *op;
   json_object *resp;
 };
+
+/* etcd's checkRequests: refuse a request on the state before it runs, so
+ * that a write fails before its first change (see kvs_write). */
+static int
+validate_op(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_op *op, size_t *pos, struct kv_err *err)
+{
+  switch (op->type) {
+  case KV_OP_RANGE:
+    if (op->range.key.n == 0)
+      return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key is not provided");
+    return check_revision(tx, op->range.revision, err);
+  case KV_OP_DELETE:
+    if (op->del.key.n == 0)
+      return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key is not provided");
+    return 0;
+  case KV_OP_PUT: {
+    const struct kv_put_req *r = &op->put;
+    struct kv_rec cur;
+    if (r->key.n == 0)
+      return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key is not provided");
+    if (r->key.n > KV_MAX_KEY)
+      return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key is longer than %d bytes", KV_MAX_KEY);
+    if (r->ignore_value && r->value.n)
+      return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: value is provided");
+    if (r->ignore_lease && r->lease)
+      return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: lease is provided");
+    if (r->ignore_value || r->ignore_lease) {
+      int had = kvs_get(tx, r->key.p, r->key.n, &cur, err);
+      if (had < 0)
+        return -1;
+      if (!had)
+        return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key not found");
+    }
+    if (r->lease && !r->ignore_lease) {
+      int ex = kvs_lease_exists(tx, r->lease);
+      if (ex < 0)
+        return kv_err_set(err, KV_INTERNAL, "store: lease lookup failed");
+      if (!ex)
+        return kv_err_set(err, KV_NOT_FOUND, "etcdserver: requested lease not found");
+    }
+    return 0;
+  }
+  case KV_OP_TXN: {
+    if (*pos >= cx->npath)
+      return kv_err_set(err, KV_INTERNAL, "txn: compare outcomes out of step");
+    bool ok = cx->path[(*pos)++];
+    const struct kv_op *ops = ok ? op->txn.succ : op->txn.fail;
+    size_t n = ok ? op->txn.nsucc : op->txn.nfail;
+    for (size_t i = 0; i < n; i++)
+      if (validate_op(tx, cx, &ops[i], pos, err) < 0)
+        return -1;
+    return 0;
+  }
+  }
+  return kv_err_set(err, KV_INVALID_ARGUMENT, "unknown operation");
+}
+
+/* Run a top-level op: decide the txn branches, check, then execute. */
+static int
+run_op(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_op *op, json_object *resp, struct kv_err *err)
+{
+  size_t pos = 0;
+  if (op->type == KV_OP_TXN && compute_path(tx, cx, &op->txn, err) < 0)
+    return -1;
+  if (validate_op(tx, cx, op, &pos, err) < 0)
+    return -1;
+  return exec_op(tx, cx, op, resp, err);
+}
 
 static void
 finish(struct kvs *s, json_object *resp, struct exec_ctx *cx, int64_t rev)
@@ -384,17 +571,19 @@ finish(struct kvs *s, json_object *resp, struct exec_ctx *cx, int64_t rev)
     json_object_object_add(json_object_array_get_idx(cx->headers, i), "revision", kvx_int64(rev));
   json_object_object_add(resp, "header", kvx_header(s, rev));
   json_object_put(cx->headers);
+  free(cx->path);
 }
 
 static int
 write_fn(struct kvs_txn *tx, void *arg, struct kv_err *err)
 {
   struct op_job *j = arg;
-  struct exec_ctx cx = { json_object_new_array() };
+  struct exec_ctx cx = { .headers = json_object_new_array() };
   j->resp = json_object_new_object();
   json_object_object_add(j->resp, "header", NULL);   /* first, as etcd prints it */
-  if (check_leases(tx, j->op, err) < 0 || exec_op(tx, &cx, j->op, j->resp, err) < 0) {
+  if (run_op(tx, &cx, j->op, j->resp, err) < 0) {
     json_object_put(cx.headers);
+    free(cx.path);
     json_object_put(j->resp);
     j->resp = NULL;
     return -1;
@@ -418,12 +607,13 @@ kvx_op(struct kvs *s, const struct caller *who, const struct kv_op *op, struct k
   struct kvs_txn tx;
   if (kvs_read_begin(s, &tx, err) < 0)
     return NULL;
-  struct exec_ctx cx = { json_object_new_array() };
+  struct exec_ctx cx = { .headers = json_object_new_array() };
   json_object *resp = json_object_new_object();
   json_object_object_add(resp, "header", NULL);
-  if (exec_op(&tx, &cx, op, resp, err) < 0) {
+  if (run_op(&tx, &cx, op, resp, err) < 0) {
     kvs_read_end(&tx);
     json_object_put(cx.headers);
+    free(cx.path);
     json_object_put(resp);
     return NULL;
   }

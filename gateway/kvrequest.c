@@ -193,11 +193,22 @@ need_object(json_object *o, const char *what, struct kv_err *err)
 
 static int parse_op(json_object *o, struct kv_op *op, int depth, struct kv_err *err);
 
+static int get_enum(json_object *o, const char *name, const char *const *names, int count, int *out,
+                    struct kv_err *err);
+static const char *const sort_order_names[] = { "NONE", "ASCEND", "DESCEND" };
+static const char *const sort_target_names[] = { "KEY", "VERSION", "CREATE", "MOD", "VALUE" };
+
 static int
 parse_range(json_object *o, struct kv_range_req *r, struct kv_err *err)
 {
   return get_bytes(o, "key", &r->key, err) || get_bytes(o, "range_end", &r->end, err) ||
          get_int(o, "limit", &r->limit, err) || get_int(o, "revision", &r->revision, err) ||
+         get_enum(o, "sort_order", sort_order_names, 3, &r->sort_order, err) ||
+         get_enum(o, "sort_target", sort_target_names, 5, &r->sort_target, err) ||
+         get_int(o, "min_mod_revision", &r->min_mod_revision, err) ||
+         get_int(o, "max_mod_revision", &r->max_mod_revision, err) ||
+         get_int(o, "min_create_revision", &r->min_create_revision, err) ||
+         get_int(o, "max_create_revision", &r->max_create_revision, err) ||
          get_bool(o, "keys_only", &r->keys_only, err) || get_bool(o, "count_only", &r->count_only, err)
          ? -1 : 0;
 }
@@ -371,10 +382,20 @@ kv_request_parse(enum kv_endpoint ep, const char *body, size_t len, struct kv_re
   if (!tok)
     return kv_err_set(err, KV_INTERNAL, "out of memory");
   json_object *o = NULL;
+  if (len > (size_t) INT32_MAX) {
+    json_tokener_free(tok);
+    return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: request is too large");
+  }
   if (len > 0)
     o = json_tokener_parse_ex(tok, body, (int) len);
   enum json_tokener_error jerr = len ? json_tokener_get_error(tok) : json_tokener_success;
   size_t end = len ? json_tokener_get_parse_end(tok) : 0;
+  if (len && jerr == json_tokener_continue) {
+    /* A bare number at the very end waits for a delimiter: give it one. */
+    o = json_tokener_parse_ex(tok, " ", 1);
+    jerr = json_tokener_get_error(tok);
+    end = len;
+  }
   json_tokener_free(tok);
   if (len && (!o || jerr != json_tokener_success)) {
     json_object_put(o);
@@ -486,4 +507,147 @@ kv_op_writes(const struct kv_op *op)
     return false;
   }
   return false;
+}
+
+/* Keys put and ranges deleted by a list of ops (for kv_txn_check). */
+struct key_set {
+  const struct kv_bytes **puts;
+  size_t nputs, capputs;
+  const struct kv_delete_req **dels;
+  size_t ndels, capdels;
+  bool oom;
+};
+
+static void
+set_free(struct key_set *s)
+{
+  free(s->puts);
+  free(s->dels);
+  memset(s, 0, sizeof *s);
+}
+
+static void
+add_put(struct key_set *s, const struct kv_bytes *k)
+{
+  if (s->nputs == s->capputs) {
+    size_t cap = s->capputs ? s->capputs * 2 : 16;
+    const struct kv_bytes **n = realloc(s->puts, cap * sizeof *n);
+    if (!n) {
+      s->oom = true;
+      return;
+    }
+    s->puts = n;
+    s->capputs = cap;
+  }
+  s->puts[s->nputs++] = k;
+}
+
+static void
+add_del(struct key_set *s, const struct kv_delete_req *d)
+{
+  if (s->ndels == s->capdels) {
+    size_t cap = s->capdels ? s->capdels * 2 : 16;
+    const struct kv_delete_req **n = realloc(s->dels, cap * sizeof *n);
+    if (!n) {
+      s->oom = true;
+      return;
+    }
+    s->dels = n;
+    s->capdels = cap;
+  }
+  s->dels[s->ndels++] = d;
+}
+
+static bool
+has_put(const struct key_set *s, const struct kv_bytes *k)
+{
+  for (size_t i = 0; i < s->nputs; i++)
+    if (s->puts[i]->n == k->n && memcmp(s->puts[i]->p, k->p, k->n) == 0)
+      return true;
+  return false;
+}
+
+static bool
+deleted(const struct key_set *s, const struct kv_bytes *k)
+{
+  for (size_t i = 0; i < s->ndels; i++)
+    if (kv_in_range(k->p, k->n, s->dels[i]->key.p, s->dels[i]->key.n, s->dels[i]->end.p, s->dels[i]->end.n))
+      return true;
+  return false;
+}
+
+static int
+check_intervals(const struct kv_op *ops, size_t n, struct key_set *out, struct kv_err *err)
+{
+  struct key_set then = { 0 }, els = { 0 };
+  for (size_t i = 0; i < n; i++)
+    if (ops[i].type == KV_OP_DELETE)
+      add_del(out, &ops[i].del);
+  int rc = 0;
+  for (size_t i = 0; i < n && !rc; i++) {
+    if (ops[i].type != KV_OP_TXN)
+      continue;
+    set_free(&then);
+    set_free(&els);
+    if (check_intervals(ops[i].txn.succ, ops[i].txn.nsucc, &then, err) < 0 ||
+        check_intervals(ops[i].txn.fail, ops[i].txn.nfail, &els, err) < 0) {
+      rc = -1;
+      break;
+    }
+    for (size_t j = 0; j < then.nputs && !rc; j++) {
+      if (has_put(out, then.puts[j]) || deleted(out, then.puts[j]))
+        rc = -1;
+      add_put(out, then.puts[j]);
+    }
+    for (size_t j = 0; j < els.nputs && !rc; j++) {
+      if ((has_put(out, els.puts[j]) && !has_put(&then, els.puts[j])) || deleted(out, els.puts[j]))
+        rc = -1;
+      add_put(out, els.puts[j]);
+    }
+    for (size_t j = 0; j < then.ndels; j++)
+      add_del(out, then.dels[j]);
+    for (size_t j = 0; j < els.ndels; j++)
+      add_del(out, els.dels[j]);
+    if (rc)
+      kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: duplicate key given in txn request");
+  }
+  for (size_t i = 0; i < n && !rc; i++) {
+    if (ops[i].type != KV_OP_PUT)
+      continue;
+    if (has_put(out, &ops[i].put.key) || deleted(out, &ops[i].put.key))
+      rc = kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: duplicate key given in txn request");
+    add_put(out, &ops[i].put.key);
+  }
+  if (!rc && (out->oom || then.oom || els.oom))
+    rc = kv_err_set(err, KV_INTERNAL, "txn check: out of memory");
+  set_free(&then);
+  set_free(&els);
+  return rc;
+}
+
+static int
+check_ops(const struct kv_txn_req *t, int64_t max_ops, struct kv_err *err)
+{
+  if ((int64_t) t->ncmp > max_ops || (int64_t) t->nsucc > max_ops || (int64_t) t->nfail > max_ops)
+    return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: too many operations in txn request");
+  for (size_t i = 0; i < t->nsucc; i++)
+    if (t->succ[i].type == KV_OP_TXN && check_ops(&t->succ[i].txn, max_ops, err) < 0)
+      return -1;
+  for (size_t i = 0; i < t->nfail; i++)
+    if (t->fail[i].type == KV_OP_TXN && check_ops(&t->fail[i].txn, max_ops, err) < 0)
+      return -1;
+  return 0;
+}
+
+int
+kv_txn_check(const struct kv_txn_req *t, int64_t max_ops, struct kv_err *err)
+{
+  struct key_set a = { 0 }, b = { 0 };
+  if (check_ops(t, max_ops, err) < 0)
+    return -1;
+  int rc = check_intervals(t->succ, t->nsucc, &a, err) < 0 || check_intervals(t->fail, t->nfail, &b, err) < 0
+           ? -1 : 0;
+  set_free(&a);
+  set_free(&b);
+  return rc;
 }

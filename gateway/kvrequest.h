@@ -16,9 +16,14 @@ enum kv_op_type { KV_OP_RANGE, KV_OP_PUT, KV_OP_DELETE, KV_OP_TXN };
 enum kv_cmp_target { KV_CMP_VERSION = 0, KV_CMP_CREATE = 1, KV_CMP_MOD = 2, KV_CMP_VALUE = 3, KV_CMP_LEASE = 4 };
 enum kv_cmp_result { KV_CMP_EQUAL = 0, KV_CMP_GREATER = 1, KV_CMP_LESS = 2, KV_CMP_NOT_EQUAL = 3 };
 
+enum kv_sort_order { KV_SORT_NONE = 0, KV_SORT_ASCEND = 1, KV_SORT_DESCEND = 2 };
+enum kv_sort_target { KV_SORT_KEY = 0, KV_SORT_VERSION = 1, KV_SORT_CREATE = 2, KV_SORT_MOD = 3, KV_SORT_VALUE = 4 };
+
 struct kv_range_req {
   struct kv_bytes key, end;
   int64_t limit, revision;
+  int sort_order, sort_target;
+  int64_t min_mod_revision, max_mod_revision, min_create_revision, max_create_revision;
   bool keys_only, count_only;
 };
 
@@ -96,6 +101,11 @@ int kv_request_parse(enum kv_endpoint ep, const char *body, size_t len, struct k
                      struct kv_err *err);
 void kv_request_free(struct kv_request *r);
 void kv_op_free(struct kv_op *op);
+/* etcd's checks of a txn before it runs (checkTxnRequest, checkIntervals):
+ * at most max_ops compares and ops per branch, and no key put twice or put
+ * and deleted in one txn. Returns 0, or -1 with err set. */
+int kv_txn_check(const struct kv_txn_req *t, int64_t max_ops, struct kv_err *err);
+
 /* Whether the op (or any op inside a txn) changes data. */
 bool kv_op_writes(const struct kv_op *op);
 

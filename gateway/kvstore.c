@@ -48,6 +48,8 @@ struct kvs {
   unsigned wake_gen;
 };
 
+static void prealloc(struct kvs *s);
+
 int
 kv_err_set(struct kv_err *e, int code, const char *fmt, ...)
 {
@@ -298,6 +300,7 @@ kvs_open(const char *dir, int64_t map_size)
   t = NULL;
   if (rc)
     goto lmdb_fail;
+  prealloc(s);
   return s;
 lmdb_fail:
   tc_error(EIO, "gateway_data %s: %s", dir, mdb_strerror(rc));
@@ -901,6 +904,42 @@ now_ms(void)
   return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Keep written (not just reserved) space after LMDB's last page: a commit
+ * that grows the file makes fdatasync commit the filesystem journal, which
+ * on a busy ext4 waits for other files' data; overwriting allocated blocks
+ * does not. Runs between commits (by the group-commit leader or at open), so
+ * LMDB never writes to the region being filled. */
+#define PREALLOC_MARGIN (8 << 20)
+#define PREALLOC_CHUNK (16 << 20)
+static void
+prealloc(struct kvs *s)
+{
+  MDB_envinfo info;
+  MDB_stat st;
+  int fd;
+  struct stat sb;
+  if (mdb_env_info(s->env, &info) || mdb_env_stat(s->env, &st) || mdb_env_get_fd(s->env, &fd) ||
+      fstat(fd, &sb) < 0)
+    return;
+  off_t used = (off_t) (info.me_last_pgno + 1) * st.ms_psize;
+  if (sb.st_size - used >= PREALLOC_MARGIN)
+    return;
+  static const char zeros[1 << 16];
+  off_t end = used + PREALLOC_MARGIN + PREALLOC_CHUNK;
+  end -= end % (off_t) sizeof zeros;
+  for (off_t o = sb.st_size > used ? sb.st_size : used; o < end;) {
+    size_t n = sizeof zeros - (size_t) (o % (off_t) sizeof zeros);
+    ssize_t w = pwrite(fd, zeros, n, o);
+    if (w <= 0) {
+      tc_warn("store: preallocating: %s", w < 0 ? strerror(errno) : "short write");
+      return;
+    }
+    o += w;
+  }
+  if (fdatasync(fd) < 0)
+    tc_warn("store: preallocating: fdatasync: %s", strerror(errno));
+}
+
 /* One group commit: every queued write in one LMDB transaction. */
 static void
 run_batch(struct kvs *s, struct wreq *batch)
@@ -915,29 +954,24 @@ run_batch(struct kvs *s, struct wreq *batch)
     mdb_fail(&cerr, rc, "write");
     goto failed;
   }
-  bool single = batch->next == NULL;
+  /* One transaction for the group, no nested ones: LMDB's nested
+   * transactions allocate megabytes each. A write that fails having changed
+   * nothing fails alone; one that fails after changing something (an
+   * internal error) takes the whole group with it. */
   for (struct wreq *w = batch; w; w = w->next) {
-    struct kvs_txn tx = { .s = s, .rev = rev, .base_rev = rev, .compact_rev = compact, .write = true };
-    if (single)
-      tx.t = t;
-    else if ((rc = mdb_txn_begin(s->env, t, 0, &tx.t))) {
-      w->result = mdb_fail(w->err, rc, "write");
+    struct kvs_txn tx = { .s = s, .t = t, .rev = rev, .base_rev = rev, .compact_rev = compact, .write = true };
+    w->result = w->fn(&tx, w->arg, w->err);
+    if (w->result < 0) {
+      if (tx.rev != tx.base_rev || w->err->code == KV_INTERNAL || w->err->code == KV_RESOURCE_EXHAUSTED) {
+        kv_err_set(&cerr, w->err->code == KV_RESOURCE_EXHAUSTED ? KV_RESOURCE_EXHAUSTED : KV_INTERNAL,
+                   "%s", w->err->msg);
+        mdb_txn_abort(t);
+        goto failed;
+      }
       continue;
     }
-    w->result = w->fn(&tx, w->arg, w->err);
-    if (single) {
-      if (w->result < 0) {
-        mdb_txn_abort(t);
-        return;
-      }
-    } else if (w->result < 0)
-      mdb_txn_abort(tx.t);
-    else if ((rc = mdb_txn_commit(tx.t)))
-      w->result = mdb_fail(w->err, rc, "write");
-    if (w->result == 0) {
-      rev = tx.rev;
-      compact = tx.compact_rev;
-    }
+    rev = tx.rev;
+    compact = tx.compact_rev;
   }
   if ((rc = meta_set(t, s->meta, "rev", rev))) {
     mdb_txn_abort(t);
@@ -955,6 +989,7 @@ run_batch(struct kvs *s, struct wreq *batch)
   s->rev = rev;
   pthread_cond_broadcast(&s->rcv);
   pthread_mutex_unlock(&s->rmu);
+  prealloc(s);
   return;
 failed:
   for (struct wreq *w = batch; w; w = w->next) {

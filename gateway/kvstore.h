@@ -107,9 +107,12 @@ int kvs_prev_version(struct kvs_txn *tx, const uint8_t *key, size_t klen, int64_
                      struct kv_rec *out, struct kv_err *err);
 
 /* Run fn inside a write transaction shared with concurrent writers and
- * return once it is durable. fn returns 0, or -1 with err set: then its
- * changes are undone and the others' kept. post (optional) runs after the
- * commit succeeded. Returns fn's result, or -1 if the commit failed. */
+ * return once it is durable. fn returns 0, or -1 with err set; it must
+ * check everything that can refuse the request before its first change:
+ * a failure after a change (or with KV_INTERNAL) undoes the whole group's
+ * writes, and every writer of the group gets the error. post (optional)
+ * runs after the commit succeeded. Returns fn's result, or -1 if the
+ * group failed. */
 typedef int (*kvs_write_fn)(struct kvs_txn *tx, void *arg, struct kv_err *err);
 int kvs_write(struct kvs *s, kvs_write_fn fn, void (*post)(void *arg), void *arg, struct kv_err *err);
 

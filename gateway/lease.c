@@ -8,7 +8,6 @@
 #include <time.h>
 #include <sys/random.h>
 #include "lease.h"
-#include "cleanup.h"
 #include "error.h"
 #include "log.h"
 
@@ -97,8 +96,9 @@ static void
 revoke_post(void *arg)
 {
   struct revoke_job *j = arg;
-  SCOPED_LOCK(&j->l->mu);
+  pthread_mutex_lock(&j->l->mu);
   drop(j->l, j->id);
+  pthread_mutex_unlock(&j->l->mu);
 }
 
 static void *
@@ -220,9 +220,10 @@ static void
 grant_post(void *arg)
 {
   struct grant_job *j = arg;
-  SCOPED_LOCK(&j->l->mu);
+  pthread_mutex_lock(&j->l->mu);
   if (add(j->l, j->id, j->ttl) < 0)
     j->oom = true;
+  pthread_mutex_unlock(&j->l->mu);
 }
 
 json_object *
@@ -277,14 +278,13 @@ lease_keepalive(struct leases *l, const struct caller *who, const struct kv_leas
   (void) who;
   (void) err;
   int64_t ttl = 0;
-  {
-    SCOPED_LOCK(&l->mu);
-    struct lease *e = find(l, r->id);
-    if (e && !e->revoking) {
-      e->deadline_ms = now_ms() + e->ttl * 1000;
-      ttl = e->ttl;
-    }
+  pthread_mutex_lock(&l->mu);
+  struct lease *e = find(l, r->id);
+  if (e && !e->revoking) {
+    e->deadline_ms = now_ms() + e->ttl * 1000;
+    ttl = e->ttl;
   }
+  pthread_mutex_unlock(&l->mu);
   json_object *o = json_object_new_object();
   json_object_object_add(o, "header", kvx_header(l->s, kvs_revision(l->s)));
   json_object_object_add(o, "ID", kvx_int64(r->id));
@@ -310,16 +310,15 @@ lease_timetolive(struct leases *l, const struct caller *who, const struct kv_lea
 {
   (void) who;
   int64_t left = -1, granted = 0;
-  {
-    SCOPED_LOCK(&l->mu);
-    struct lease *e = find(l, r->id);
-    if (e) {
-      left = (e->deadline_ms - now_ms()) / 1000;
-      if (left < 0)
-        left = 0;
-      granted = e->ttl;
-    }
+  pthread_mutex_lock(&l->mu);
+  struct lease *e = find(l, r->id);
+  if (e) {
+    left = (e->deadline_ms - now_ms()) / 1000;
+    if (left < 0)
+      left = 0;
+    granted = e->ttl;
   }
+  pthread_mutex_unlock(&l->mu);
   struct kvs_txn tx;
   if (kvs_read_begin(l->s, &tx, err) < 0)
     return NULL;
@@ -352,14 +351,13 @@ lease_list(struct leases *l, const struct caller *who, struct kv_err *err)
   (void) who;
   (void) err;
   json_object *arr = json_object_new_array();
-  {
-    SCOPED_LOCK(&l->mu);
-    for (size_t i = 0; i < l->n; i++) {
-      json_object *e = json_object_new_object();
-      json_object_object_add(e, "ID", kvx_int64(l->v[i].id));
-      json_object_array_add(arr, e);
-    }
+  pthread_mutex_lock(&l->mu);
+  for (size_t i = 0; i < l->n; i++) {
+    json_object *e = json_object_new_object();
+    json_object_object_add(e, "ID", kvx_int64(l->v[i].id));
+    json_object_array_add(arr, e);
   }
+  pthread_mutex_unlock(&l->mu);
   json_object *o = json_object_new_object();
   json_object_object_add(o, "header", kvx_header(l->s, kvs_revision(l->s)));
   if (json_object_array_length(arr))

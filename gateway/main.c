@@ -24,6 +24,8 @@ usage(FILE *f)
           "  --gateway_data DIR             folder of the store (default /var/lib/tromcho/gateway)\n"
           "  --gateway_store_size SIZE      largest size the store may reach (default 64G)\n"
           "  --gateway_max_request_bytes N  largest request body (default 16M)\n"
+          "  --gateway_max_txn_ops N        most operations per txn branch (default 128, as etcd)\n"
+          "  --gateway_watch_progress_interval S  progress replies to quiet watches (default 600)\n"
           "  --log_level LEVEL              error, warn, info or debug\n\n");
   tc_config_print_help(f);
 }

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
 #include "watch.h"
@@ -18,13 +19,22 @@ struct watch_stream {
   int fd;
   const volatile bool *stopping;
   bool created, ending;
+  int64_t progress_ms, last_sent_ms;
   char *out;
   size_t outlen, outpos;
 };
 
+static int64_t
+now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 struct watch_stream *
 watch_new(struct kvs *s, const struct caller *who, struct kv_watch_req *req, int fd,
-          const volatile bool *stopping)
+          const volatile bool *stopping, int64_t progress_ms)
 {
   (void) who;   /* the access filter decides on the range here */
   struct watch_stream *w = calloc(1, sizeof *w);
@@ -35,6 +45,8 @@ watch_new(struct kvs *s, const struct caller *who, struct kv_watch_req *req, int
   memset(req, 0, sizeof *req);
   w->fd = fd;
   w->stopping = stopping;
+  w->progress_ms = progress_ms;
+  w->last_sent_ms = now_ms();
   return w;
 }
 
@@ -68,6 +80,7 @@ emit(struct watch_stream *w, json_object *result)
   w->out[len] = '\n';
   w->outlen = len + 1;
   w->outpos = 0;
+  w->last_sent_ms = now_ms();
   json_object_put(o);
   return 0;
 }
@@ -213,6 +226,12 @@ watch_read(void *cls, uint64_t pos, char *buf, size_t max)
     kvs_wait_revision(w->s, w->next_rev, 500);
     if (peer_gone(w->fd))
       return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (w->req.progress_notify && w->progress_ms > 0 && now_ms() - w->last_sent_ms >= w->progress_ms &&
+        kvs_revision(w->s) < w->next_rev) {
+      /* Nothing new: tell the client how far the watch has got. */
+      emit(w, result_new(w, w->next_rev - 1));
+      break;
+    }
   }
   size_t n = w->outlen - w->outpos;
   if (n > max)

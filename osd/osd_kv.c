@@ -383,7 +383,7 @@ register_state(struct osd *o)
   json_object_object_add(j, "host", json_object_new_string(host));
   json_object_object_add(j, "pid", json_object_new_int((int) getpid()));
   json_object_object_add(j, "block_size", json_object_new_int64(o->info.block_size));
-  snprintf(val, sizeof val, "%s", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+  snprintf(val, sizeof val, "%s", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
   json_object_put(j);
   if (tc_kv_put(o->kv, key, 0, val, 0, o->lease, NULL) < 0)
     return -1;

@@ -241,6 +241,7 @@ describe(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr)
   json_object_object_add(j, "eperm", json_object_new_int64((int64_t) o->eperm));
   json_object_object_add(j, "recovered", json_object_new_int64((int64_t) o->recovered));
   json_object_object_add(j, "repaired", json_object_new_int64((int64_t) o->repaired));
+  json_object_object_add(j, "recovery_inflight", json_object_new_int(o->recovery_inflight));
   for (size_t i = 0; i < o->n_pgs; i++) {
     struct osd_pg *pg = &o->pgs[i];
     json_object *p = json_object_new_object();
@@ -254,6 +255,22 @@ describe(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr)
     json_object_array_add(pgs, p);
   }
   json_object_object_add(j, "pgs", pgs);
+  json_object *peers = json_object_new_array();
+  for (size_t i = 0; i < o->n_peers; i++) {
+    json_object *p = json_object_new_object();
+    json_object_object_add(p, "osd", json_object_new_int64((int64_t) o->peers[i].osd_num));
+    json_object_object_add(p, "down", json_object_new_boolean(o->peers[i].down));
+    if (o->peers[i].conn) {
+      struct tc_msgr_stats ms;
+      tc_msgr_conn_stats(o->peers[i].conn, &ms);
+      json_object_object_add(p, "inflight_ops", json_object_new_int64((int64_t) ms.inflight_ops));
+      json_object_object_add(p, "waiting", json_object_new_int64((int64_t) ms.waiting));
+      json_object_object_add(p, "frames_out", json_object_new_int64((int64_t) ms.frames_out));
+      json_object_object_add(p, "frames_in", json_object_new_int64((int64_t) ms.frames_in));
+    }
+    json_object_array_add(peers, p);
+  }
+  json_object_object_add(j, "peers", peers);
   reply_json(c, hdr, j);
 }
 

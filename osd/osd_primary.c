@@ -425,7 +425,10 @@ struct sop {
 static void
 sop_finish(struct sop *p)
 {
-  osd_client_reply(p->cl, &p->hdr, p->failed ? -EIO : 0, 0, 0, NULL, 0);
+  /* A secondary that failed its SEC_SYNC is marked down and its PGs
+   * re-peer without it: the client retries (-EAGAIN) and the next SYNC
+   * covers the members that remain. */
+  osd_client_reply(p->cl, &p->hdr, p->failed ? -EAGAIN : 0, 0, 0, NULL, 0);
   osd_client_put(p->cl);
   free(p->reqs);
   free(p->osds);
@@ -442,8 +445,7 @@ sop_done(struct tc_msgr_req *req, int err, void *arg)
     size_t i = (size_t) (req - p->reqs);
     tc_warn("osd %" PRIu64 ": SEC_SYNC on osd %" PRIu64 " failed: %s", p->o->osd_num, p->osds[i], strerror(-st));
     p->failed++;
-    if (!err)
-      osd_peer_mark_down(p->o, p->osds[i], -st);
+    osd_peer_mark_down(p->o, p->osds[i], -st);
   }
   if (--p->pending == 0)
     sop_finish(p);

@@ -58,6 +58,8 @@ rec_finish(struct rec_op *r)
   struct osd_obj *ob = rec_obj(r, &pg);
   if (ob)
     ob->recovering = 0;
+  tc_debug("osd %" PRIu64 ": recovery of inode %#" PRIx64 " offset %" PRIu64 " ends%s", o->osd_num, r->inode,
+           r->offset, ob ? "" : " (peering moved on)");
   o->recovery_inflight--;
   free(r->data);
   free(r);
@@ -158,6 +160,9 @@ read_done(struct tc_msgr_req *req, int err, void *arg)
   struct rec_op *r = arg;
   int st = err ? err : req->reply.status;
   if (st < 0 || req->reply.version != r->version) {
+    if (st >= 0)
+      tc_debug("osd %" PRIu64 ": recovery: inode %#" PRIx64 " offset %" PRIu64 " is at version %" PRIu64
+               " on the source, not %" PRIu64, r->o->osd_num, r->inode, r->offset, req->reply.version, r->version);
     if (st < 0)
       tc_warn("osd %" PRIu64 ": recovery: reading inode %#" PRIx64 " offset %" PRIu64 " from a member failed: %s",
               r->o->osd_num, r->inode, r->offset, strerror(-st));
@@ -195,8 +200,11 @@ rec_start(struct osd *o, struct osd_pg *pg, struct osd_obj *ob)
     if ((pg->up >> s & 1) && pg->osd_set[s] && osd_peer_usable(o, pg->osd_set[s]))
       usable |= (uint8_t) (1u << s);
   uint8_t sources = usable & (uint8_t) ~ob->stale, targets = usable & ob->stale;
-  if (!sources || !targets)
+  if (!sources || !targets) {
+    tc_debug("osd %" PRIu64 ": recovery of inode %#" PRIx64 " offset %" PRIu64 " waits: stale %#x, usable %#x",
+             o->osd_num, ob->inode, ob->offset, ob->stale, usable);
     return -1;
+  }
   struct rec_op *r = calloc(1, sizeof *r);
   if (!r || !(r->data = calloc(1, 8 + o->info.block_size))) {
     free(r);
@@ -211,6 +219,8 @@ rec_start(struct osd *o, struct osd_pg *pg, struct osd_obj *ob)
   r->offset = ob->offset;
   r->version = ob->version;
   r->targets = targets;
+  tc_debug("osd %" PRIu64 ": recovering inode %#" PRIx64 " offset %" PRIu64 " version %" PRIu64 " stale %#x sources %#x",
+           o->osd_num, ob->inode, ob->offset, ob->version, ob->stale, sources);
   ob->recovering = 1;
   o->recovery_inflight++;
   if (sources >> pg->my_slot & 1) {
@@ -218,6 +228,8 @@ rec_start(struct osd *o, struct osd_pg *pg, struct osd_obj *ob)
     uint64_t ver;
     if (tc_store_read(o->store, ob->inode, ob->offset, o->info.block_size, r->data + 8, present, &ver) < 0 ||
         ver != r->version) {
+      tc_debug("osd %" PRIu64 ": recovery: local copy of inode %#" PRIx64 " offset %" PRIu64 " unusable (version %"
+               PRIu64 ", want %" PRIu64 ")", o->osd_num, ob->inode, ob->offset, ver, r->version);
       /* Our copy is bad (checksum) or not what we thought: fetch it too. */
       if (!(ob->stale >> pg->my_slot & 1))
         pg->n_stale += ob->stale ? 0 : 1;

@@ -17,6 +17,7 @@
  * capture can be searched for it. */
 #include <config.h>
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,6 +351,9 @@ int
 main(int argc, char **argv)
 {
   tc_log_open("msgr-echo", 0);
+  /* Payload buffers of 128 KiB would otherwise be mmapped and unmapped for
+   * every frame (glibc's default threshold): a daemon should do the same. */
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
   setvbuf(stdout, NULL, _IOLBF, 0);
   struct tc_config *cfg = tc_config_load(&argc, argv);
   if (!cfg) {

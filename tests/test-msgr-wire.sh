@@ -67,6 +67,15 @@ for d in c2s s2c; do
 done
 echo "gcm capture: no 16-byte window of the marker in $(stat -c %s "$TESTDIR/cap_gcm.c2s") + $(stat -c %s "$TESTDIR/cap_gcm.s2c") bytes"
 
+# Sustained load across processes: 128 KiB echoes, 32 in flight (a reader
+# that stopped after a full round of reads once hung here).
+for mode in payload gcm; do
+  start srv_load_$mode "$ECHO" server $SRV --proto_checksums $mode
+  out=$(timeout 60 "$ECHO" client --port $PORT $CLI --proto_checksums $mode --size 131072 --inflight 32 \
+          --count 1500 2>&1) || fail "$mode load: $out"
+  grep -q "^OK ops=1500 mode=$mode" <<<"$out" || fail "$mode load: $out"
+done
+
 # A stream cut in the middle of the first frame (handshake ~560 bytes c2s).
 start srv_cut "$ECHO" server $SRV --proto_checksums gcm
 SPID=$LASTPID SERR=$TESTDIR/srv_cut.err

@@ -35,7 +35,9 @@
 #include "evloop.h"
 #include "log.h"
 #include "msgr.h"
+#include "msgr_int.h"
 #include "tap.h"
+#include <pthread.h>
 
 static struct tc_evloop *loop;
 static char dir[64];
@@ -213,9 +215,12 @@ echo_now(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload)
   tc_msgr_reply(c, &r, &iov, payload ? 1 : 0, TC_MSGR_INPLACE, free, payload);
 }
 
+static int nrequests;
+
 static void
 srv_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload, void *arg)
 {
+  nrequests++;
   if (hold_requests && nheld < 4096) {
     held[nheld++] = (struct held) { c, *hdr, payload };
     return;
@@ -351,6 +356,86 @@ run_client(struct tc_msgr *m, int port, int n, size_t size, int timeout_ms, stru
   }
 }
 
+
+/* A raw client: a clear (no keys) handshake by hand, then a writer thread
+ * that blasts pre-sealed frames, so the server finds far more than one
+ * round of reads waiting in a single wake-up. */
+#define BLAST_FRAMES 48
+#define BLAST_SIZE (192 * 1024)
+struct blast { int fd; uint8_t *buf; size_t len; };
+
+static void *
+blast_writer(void *arg)
+{
+  struct blast *b = arg;
+  size_t off = 0;
+  while (off < b->len) {
+    ssize_t w = write(b->fd, b->buf + off, b->len - off);
+    if (w <= 0)
+      break;
+    off += (size_t) w;
+  }
+  return NULL;
+}
+
+static int
+blast_test(int port)
+{
+  struct tc_hs_cfg cfg = { .mode = TC_MODE_PAYLOAD, .force = TC_MODE_UNSET };
+  struct tc_hs hs;
+  struct tc_buf out = { 0 }, in = { 0 };
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+  if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0 || tc_hs_init(&hs, &cfg, 0) < 0 || tc_hs_start(&hs, &out) < 0 ||
+      write(fd, out.p, out.len) != (ssize_t) out.len)
+    return -1;
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  int r = 0;
+  uint64_t end = tc_now_ms() + 3000;
+  while (r == 0 && tc_now_ms() < end) {
+    tc_evloop_run_once(loop, 10);
+    uint8_t b[512];
+    ssize_t n = read(fd, b, sizeof b);
+    if (n > 0) {
+      tc_buf_append(&in, b, (size_t) n);
+      size_t used;
+      r = tc_hs_feed(&hs, in.p, in.len, &used, &out);
+      tc_buf_consume(&in, used);
+    }
+  }
+  if (r != 1)
+    return -1;
+  struct tc_frame_ctx f = { .mode = hs.mode, .max_frame = 1 << 24 };
+  tc_hs_clear(&hs);
+  size_t hw = tc_frame_hdr_wire(&f);
+  struct blast b = { fd, malloc(BLAST_FRAMES * (hw + BLAST_SIZE)), 0 };
+  uint8_t *payload = calloc(1, BLAST_SIZE);
+  for (int i = 0; i < BLAST_FRAMES; i++) {
+    struct tc_frame_hdr h = { .opcode = 1 };
+    struct iovec iov = { payload, BLAST_SIZE };
+    tc_frame_seal_hdr(&f, &h, &iov, 1, b.buf + b.len);
+    memcpy(b.buf + b.len + hw, payload, BLAST_SIZE);
+    b.len += hw + BLAST_SIZE;
+  }
+  fcntl(fd, F_SETFL, 0);
+  nrequests = 0;
+  pthread_t t;
+  pthread_create(&t, NULL, blast_writer, &b);
+  end = tc_now_ms() + 5000;
+  while (nrequests < BLAST_FRAMES && tc_now_ms() < end)
+    tc_evloop_run_once(loop, 10);
+  shutdown(fd, SHUT_RDWR);
+  pthread_join(t, NULL);
+  close(fd);
+  for (int i = 0; i < 5; i++)
+    tc_evloop_run_once(loop, 1);
+  free(b.buf);
+  free(payload);
+  tc_buf_free(&out);
+  tc_buf_free(&in);
+  return nrequests;
+}
+
 /* ---------------- tests ---------------- */
 
 static void
@@ -422,6 +507,11 @@ main(void)
       run_client(c, R.port, 50, 70000, 5000, &r);
       CHECK(r.ok == 50, "%s: 50 x 70000-byte echoes (ok %d bad %d failed %d)", mname(mode, keyed), r.ok, r.bad,
             r.failed);
+      /* Many big frames at once: the reader must finish a payload that its
+       * last read round completed (a hang here once). */
+      run_client(c, R.port, 64, 262144, 10000, &r);
+      CHECK(r.ok == 64, "%s: 64 x 256 KiB echoes in flight at once (ok %d bad %d failed %d)", mname(mode, keyed),
+            r.ok, r.bad, r.failed);
       tc_msgr_free(c);
       tc_msgr_free(s);
     }
@@ -667,6 +757,16 @@ main(void)
     uint64_t dt = tc_now_ms() - t0;
     CHECK(closed && dt >= 350 && dt < 1500, "stalled handshake closed after %" PRIu64 " ms", dt);
     close(fd);
+    tc_msgr_free(s);
+  }
+
+  /* 8. Many frames waiting at once: every one is delivered, including the
+   * one completed by the last read of a round (this once hung). */
+  {
+    struct tc_msgr *s = server_new(TC_MODE_PAYLOAD, 0, 0, 0);
+    int got = blast_test(tc_msgr_listen_port(s));
+    CHECK(got == BLAST_FRAMES, "%d frames of %d KiB written at once: server delivered %d", BLAST_FRAMES,
+          BLAST_SIZE / 1024, got);
     tc_msgr_free(s);
   }
 

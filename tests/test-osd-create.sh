@@ -15,7 +15,9 @@ echo "$out" | grep -qE '^osd_num=4 uuid=[0-9a-f-]{36} size=1073741824 block_size
 expect_fail "already formatted.*--force" tromcho osd-create --data "$d" --osd_num 4
 out=$(tromcho osd-create --data "$d" --osd_num 5 --block-size 64k --force) || fail "--force: $out"
 echo "$out" | grep -q 'osd_num=5 .* block_size=65536' || fail "--force/--block-size: $out"
-expect_fail "osd_num N is required" tromcho osd-create --data "$TESTDIR/osd2"
+# Without --osd_num the number comes from the KV: none answers on this port.
+expect_fail "allocating an OSD number in the KV.*--osd_num N" \
+  tromcho osd-create --data "$TESTDIR/osd2" --etcd_address "http://127.0.0.1:$(free_port)" --etcd_slow_timeout 500
 [ ! -e "$TESTDIR/osd2" ] || fail "a refused osd-create left a file"
 expect_fail "osd_num.*not a positive" tromcho osd-create --data "$TESTDIR/osd2" --osd_num 0
 expect_fail "too small" tromcho osd-create --data "$TESTDIR/osd2" --osd_num 1 --size 8M
