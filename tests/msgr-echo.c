@@ -352,8 +352,10 @@ main(int argc, char **argv)
 {
   tc_log_open("msgr-echo", 0);
   /* Payload buffers of 128 KiB would otherwise be mmapped and unmapped for
-   * every frame (glibc's default threshold): a daemon should do the same. */
+   * every frame (glibc's default thresholds), or trimmed and faulted in
+   * again: a daemon should do the same. */
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   setvbuf(stdout, NULL, _IOLBF, 0);
   struct tc_config *cfg = tc_config_load(&argc, argv);
   if (!cfg) {
