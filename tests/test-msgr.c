@@ -94,7 +94,6 @@ relay_c2s_op(const uint8_t *p, size_t n)
   for (size_t i = 0; i < n; i++) {
     uint64_t off = base + i;
     if ((long) off < R.op_start || (long) off >= R.op_start + need) {
-      if (R.held && (long) off >= R.op_start + need) { /* cannot happen: flushed below */ }
       relay_send(1, p + i, 1);
       continue;
     }
