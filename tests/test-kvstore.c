@@ -297,6 +297,8 @@ test_parser(void)
     free(dec.p);
   }
   CHECK(kv_endpoint_of("/v3/kv/txn") == KV_EP_TXN && kv_endpoint_of("/v3/kv/txnx") == KV_EP_NONE, "endpoints");
+  CHECK(kv_endpoint_of("/v3beta/kv/range") == KV_EP_RANGE && kv_endpoint_of("/v3alpha/watch") == KV_EP_WATCH &&
+        kv_endpoint_of("/v3beta") == KV_EP_NONE && kv_endpoint_of("/v3beta/") == KV_EP_NONE, "older prefixes");
 }
 
 int
