@@ -316,8 +316,10 @@ kvs_close(struct kvs *s)
 {
   if (!s)
     return;
-  if (s->env)
+  if (s->env) {
+    mdb_env_sync(s->env, 1);   /* without meta sync, the last commits wait for this */
     mdb_env_close(s->env);
+  }
   if (s->lock_fd >= 0)
     close(s->lock_fd);
   pthread_mutex_destroy(&s->wmu);
@@ -325,6 +327,20 @@ kvs_close(struct kvs *s)
   pthread_mutex_destroy(&s->rmu);
   pthread_cond_destroy(&s->rcv);
   free(s);
+}
+
+int
+kvs_set_meta_sync(struct kvs *s, bool meta_sync)
+{
+  int rc = mdb_env_set_flags(s->env, MDB_NOMETASYNC, meta_sync ? 0 : 1);
+  return rc ? tc_error(EINVAL, "store: %s", mdb_strerror(rc)) : 0;
+}
+
+int
+kvs_sync(struct kvs *s)
+{
+  int rc = mdb_env_sync(s->env, 1);
+  return rc ? tc_error(EIO, "store: sync: %s", mdb_strerror(rc)) : 0;
 }
 
 void
