@@ -3,9 +3,9 @@
  *
  *   client-tool rawread IMAGE OFFSET LEN   the stored bytes of IMAGE's own
  *                                          inode (ciphertext if encrypted)
- *   client-tool threads IMAGE [ROUNDS]     8 threads write one unaligned range
- *                                          at once (a reader watches); every
- *                                          sector must be one writer's version
+ *   client-tool threads IMAGE [ROUNDS]     8 threads write overlapping unaligned
+ *                                          ranges at once (a reader watches); every
+ *                                          sector must be one writers' version
  *   client-tool objects POOL ID            count the objects of inode POOL/ID
  *                                          on the OSDs (SEC_LIST)
  *   client-tool api IMAGE                  open/stat/list/resize/trim/zero/
@@ -65,14 +65,24 @@ cmd_rawread(struct tc_client *cl, const char *name, uint64_t off, uint32_t len)
   return r;
 }
 
-/* --- concurrent writers --- */
+/* --- concurrent writers ---
+ * Each round, 8 threads write their own unaligned range (fill byte 0xA0+id)
+ * inside one 64 KiB window at once, so ranges overlap and share partial
+ * sectors; a reader reads the window meanwhile. A sector write is atomic,
+ * so at any time every byte is 0 or the fill of a writer covering it, and
+ * bytes of one sector covered by the same writers agree (no torn sector);
+ * after the round a byte only one writer covered holds that writer's fill
+ * (no update lost to a stale read-modify-write). */
+
+#define WINDOW (64 * 1024)
 
 struct shared {
   struct tc_image *img;
   pthread_barrier_t start, done;
-  uint64_t off, len;
+  uint64_t base;                 /* the window */
+  uint64_t off[NTHREADS], len[NTHREADS];
   int rounds;
-  volatile int stop;
+  volatile int stop, round_no;
   int failed;
   char why[256];
 };
@@ -85,10 +95,8 @@ struct writer {
 static void
 fail_shared(struct shared *s, const char *why)
 {
-  if (!s->failed) {
-    s->failed = 1;
+  if (!__atomic_exchange_n(&s->failed, 1, __ATOMIC_ACQ_REL))
     snprintf(s->why, sizeof s->why, "%s", why);
-  }
 }
 
 static void *
@@ -96,43 +104,61 @@ writer_main(void *arg)
 {
   struct writer *w = arg;
   struct shared *s = w->s;
-  uint8_t *buf = malloc(1 << 20);
+  uint8_t *buf = malloc(WINDOW);
   for (int r = 0; r < s->rounds; r++) {
     pthread_barrier_wait(&s->start);
-    memset(buf, 0xA0 + w->id, s->len);
-    if (tc_image_write(s->img, buf, s->len, s->off) < 0)
-      fail_shared(s, tc_last_error());
+    if (!s->stop) {
+      memset(buf, 0xA0 + w->id, s->len[w->id]);
+      if (tc_image_write(s->img, buf, s->len[w->id], s->base + s->off[w->id]) < 0)
+        fail_shared(s, tc_last_error());
+    }
     pthread_barrier_wait(&s->done);
   }
   free(buf);
   return NULL;
 }
 
-/* Is every sector's part of [off, off+len) one byte value from a writer (or
- * the background 0)? */
-static const char *
-check_sectors(const uint8_t *buf, uint64_t base, uint64_t n, uint64_t off, uint64_t len)
+static unsigned
+cover(const struct shared *s, uint64_t i)
 {
-  static char why[160];
-  for (uint64_t s = base / 4096 * 4096; s < base + n; s += 4096) {
-    uint64_t a = s > off ? s : off, b = s + 4096 < off + len ? s + 4096 : off + len;
-    if (a < base)
-      a = base;
-    if (b > base + n)
-      b = base + n;
-    if (a >= b)
-      continue;
-    uint8_t v = buf[a - base];
-    if (v != 0 && (v < 0xA0 || v >= 0xA0 + NTHREADS)) {
-      snprintf(why, sizeof why, "sector at %" PRIu64 " holds 0x%02x, no writer's", s, v);
-      return why;
-    }
-    for (uint64_t i = a; i < b; i++)
-      if (buf[i - base] != v) {
-        snprintf(why, sizeof why, "sector at %" PRIu64 " is torn: 0x%02x at %" PRIu64 ", 0x%02x at %" PRIu64, s, v,
-                 a, buf[i - base], i);
+  unsigned m = 0;
+  for (int w = 0; w < NTHREADS; w++)
+    if (i >= s->off[w] && i < s->off[w] + s->len[w])
+      m |= 1u << w;
+  return m;
+}
+
+/* Check a snapshot of the window; final = after the round. NULL if fine. */
+static const char *
+check_window(const struct shared *s, const uint8_t *buf, bool final)
+{
+  static _Thread_local char why[200];
+  for (uint64_t sec = 0; sec < WINDOW; sec += 4096) {
+    unsigned seen_set[64];
+    uint8_t seen_val[64];
+    int nseen = 0;
+    for (uint64_t i = sec; i < sec + 4096; i++) {
+      unsigned c = cover(s, i);
+      uint8_t v = buf[i];
+      bool ok = v == 0 ? !(final && c) : v >= 0xA0 && v < 0xA0 + NTHREADS && (c >> (v - 0xA0) & 1);
+      if (!ok) {
+        snprintf(why, sizeof why, "byte %" PRIu64 " of the window is 0x%02x, writers covering it: 0x%02x%s", i, v, c,
+                 final && v == 0 ? " (an update was lost)" : "");
         return why;
       }
+      int k;
+      for (k = 0; k < nseen && seen_set[k] != c; k++)
+        ;
+      if (k == nseen && nseen < 64) {
+        seen_set[nseen] = c;
+        seen_val[nseen++] = v;
+      }
+      else if (k < nseen && seen_val[k] != v) {
+        snprintf(why, sizeof why, "sector at %" PRIu64 " is torn: bytes covered by writers 0x%02x hold 0x%02x and 0x%02x",
+                 sec, c, seen_val[k], v);
+        return why;
+      }
+    }
   }
   return NULL;
 }
@@ -141,20 +167,19 @@ static void *
 reader_main(void *arg)
 {
   struct shared *s = arg;
-  uint8_t *buf = malloc(1 << 20);
+  uint8_t *buf = malloc(WINDOW);
   while (!s->stop) {
-    uint64_t off = __atomic_load_n(&s->off, __ATOMIC_ACQUIRE), len = __atomic_load_n(&s->len, __ATOMIC_ACQUIRE);
-    if (tc_image_read(s->img, buf, len, off) < 0) {
+    int r0 = __atomic_load_n(&s->round_no, __ATOMIC_ACQUIRE);
+    if (tc_image_read(s->img, buf, WINDOW, s->base) < 0) {
       fail_shared(s, tc_last_error());
       break;
     }
-    const char *why = check_sectors(buf, off, len, off, len);
-    /* The range moves between rounds: only complain about a torn sector. */
-    if (why && strstr(why, "torn") && !s->stop) {
-      uint64_t o2 = __atomic_load_n(&s->off, __ATOMIC_ACQUIRE);
-      if (o2 == off)
-        fail_shared(s, why);
-    }
+    /* Only judge a read that stayed inside one round. */
+    if (__atomic_load_n(&s->round_no, __ATOMIC_ACQUIRE) != r0 || r0 < 0)
+      continue;
+    const char *why = check_window(s, buf, false);
+    if (why && __atomic_load_n(&s->round_no, __ATOMIC_ACQUIRE) == r0)
+      fail_shared(s, why);
   }
   free(buf);
   return NULL;
@@ -167,61 +192,66 @@ cmd_threads(struct tc_client *cl, const char *name, int rounds)
   if (!img)
     return die("open");
   uint64_t size = tc_image_size(img);
-  struct shared s = { .img = img, .rounds = rounds };
+  struct shared s = { .img = img, .rounds = rounds, .round_no = -1 };
   pthread_barrier_init(&s.start, NULL, NTHREADS + 1);
   pthread_barrier_init(&s.done, NULL, NTHREADS + 1);
   pthread_t th[NTHREADS], rd;
   struct writer w[NTHREADS];
-  uint8_t *buf = malloc(1 << 20), *zero = calloc(1, 1 << 20);
-  /* Start from zeros in the area used. */
-  if (tc_image_write(img, zero, 1 << 20, 0) < 0)
-    return die("zero");
-  s.off = 1;
-  s.len = 1;
+  uint8_t *buf = malloc(WINDOW), *zero = calloc(1, WINDOW);
   for (int i = 0; i < NTHREADS; i++) {
     w[i] = (struct writer) { &s, i };
     pthread_create(&th[i], NULL, writer_main, &w[i]);
   }
   pthread_create(&rd, NULL, reader_main, &s);
-  int bad = 0;
-  for (int r = 0; r < rounds && !bad; r++) {
-    uint64_t len = rnd() % (200 * 1024) + 1, off = rnd() % ((1 << 20) - len);
-    if (off + len > size)
-      off = 0;
-    __atomic_store_n(&s.off, off, __ATOMIC_RELEASE);
-    __atomic_store_n(&s.len, len, __ATOMIC_RELEASE);
+  int r, completed = 0;
+  for (r = 0; r < rounds && !s.failed; r++) {
+    /* A fresh zeroed window each round, ranges inside it. */
+    s.base = (rnd() % (size / WINDOW)) * WINDOW;
+    if (tc_image_write(img, zero, WINDOW, s.base) < 0) {
+      fail_shared(&s, tc_last_error());
+      break;
+    }
+    for (int i = 0; i < NTHREADS; i++) {
+      s.len[i] = rnd() % (3 * 4096) + 1;
+      s.off[i] = rnd() % (WINDOW - s.len[i]);
+    }
+    __atomic_store_n(&s.round_no, r, __ATOMIC_RELEASE);
     pthread_barrier_wait(&s.start);
     pthread_barrier_wait(&s.done);
+    completed++;
+    __atomic_store_n(&s.round_no, -1, __ATOMIC_RELEASE);
     if (s.failed)
       break;
-    /* Check the range and one sector either side (untouched bytes stay). */
-    uint64_t a = off / 4096 * 4096, b = (off + len + 4095) / 4096 * 4096;
-    if (tc_image_read(img, buf, b - a, a) < 0) {
+    if (tc_image_read(img, buf, WINDOW, s.base) < 0) {
       fail_shared(&s, tc_last_error());
       break;
     }
-    const char *why = check_sectors(buf, a, b - a, off, len);
+    const char *why = check_window(&s, buf, true);
     if (why) {
-      fail_shared(&s, why);
-      bad = 1;
+      char msg[256];
+      snprintf(msg, sizeof msg, "round %d: %s", r, why);
+      fail_shared(&s, msg);
     }
-    /* Then clear it for the next round. */
-    if (tc_image_write(img, zero, b - a, a) < 0)
-      fail_shared(&s, tc_last_error());
   }
-  /* Let the writers finish their remaining rounds if we broke early. */
+  /* Release the writers from their remaining rounds. */
   s.stop = 1;
-  pthread_join(rd, NULL);
-  if (s.failed) {
-    fprintf(stderr, "FAIL: %s\n", s.why);
-    _exit(1);   /* writers may be stuck at the barrier */
+  for (r = completed; r < rounds; r++) {
+    pthread_barrier_wait(&s.start);
+    pthread_barrier_wait(&s.done);
   }
+  pthread_join(rd, NULL);
   for (int i = 0; i < NTHREADS; i++)
     pthread_join(th[i], NULL);
   tc_image_free(img);
   free(buf);
   free(zero);
-  printf("OK %d rounds of %d concurrent unaligned writers\n", rounds, NTHREADS);
+  pthread_barrier_destroy(&s.start);
+  pthread_barrier_destroy(&s.done);
+  if (s.failed) {
+    fprintf(stderr, "FAIL: %s\n", s.why);
+    return 1;
+  }
+  printf("OK %d rounds of %d concurrent overlapping unaligned writers\n", rounds, NTHREADS);
   return 0;
 }
 
