@@ -19,6 +19,7 @@ struct usage {
   uint64_t *pools_done;     /* pools listed (or tried) */
   bool *pools_ok;
   size_t npools;
+  int pool_errno;           /* why the last pool listing failed */
 };
 
 static void
@@ -60,10 +61,18 @@ used_of(struct tc_client *cl, struct usage *u, const struct tc_image_meta *m)
     u->pools_done[p] = m->pool;
     u->pools_ok[p] = tc_admin_usage(cl, m->pool, USAGE_TIMEOUT_MS, usage_cb, u) == 0;
     u->npools++;
+    u->pool_errno = errno;
   }
-  if (!u->pools_ok[p])
-    return -1;
   uint64_t inode = TC_INODE(m->pool, m->id);
+  if (!u->pools_ok[p]) {
+    /* Users may only list their images one by one (the OSD rights table). */
+    if (u->pool_errno != EPERM && u->pool_errno != EACCES)
+      return -1;
+    size_t before = u->n;
+    if (tc_admin_usage_range(cl, inode, inode, USAGE_TIMEOUT_MS, usage_cb, u) < 0)
+      return -1;
+    return u->n > before ? (int64_t) u->bytes[u->n - 1] : 0;
+  }
   for (size_t i = 0; i < u->n; i++)
     if (u->inodes[i] == inode)
       return (int64_t) u->bytes[i];

@@ -675,6 +675,15 @@ int
 tc_admin_usage(struct tc_client *cl, uint64_t pool, int timeout_ms,
                void (*cb)(void *opaque, uint64_t inode, uint64_t bytes), void *opaque)
 {
+  return tc_admin_usage_range(cl, TC_INODE(pool, 1), TC_INODE(pool, (1ULL << TC_POOL_SHIFT) - 1), timeout_ms, cb,
+                              opaque);
+}
+
+int
+tc_admin_usage_range(struct tc_client *cl, uint64_t first, uint64_t last, int timeout_ms,
+                     void (*cb)(void *opaque, uint64_t inode, uint64_t bytes), void *opaque)
+{
+  uint64_t pool = TC_INODE_POOL(first);
   /* Without a live primary for every PG there is nothing to wait for. */
   struct tc_map *map = tc_cluster_map(tc_client_cluster(cl));
   const struct tc_pool_info *p = tc_map_pool(map, pool);
@@ -688,8 +697,7 @@ tc_admin_usage(struct tc_client *cl, uint64_t pool, int timeout_ms,
     return tc_error(EAGAIN, "pool %" PRIu64 ": some PG has no live primary", pool);
   struct tc_osd_list_entry *e;
   size_t n;
-  if (tc_cluster_list(tc_client_cluster(cl), TC_INODE(pool, 1), TC_INODE(pool, (1ULL << TC_POOL_SHIFT) - 1),
-                      timeout_ms, &e, &n) < 0)
+  if (tc_cluster_list(tc_client_cluster(cl), first, last, timeout_ms, &e, &n) < 0)
     return -1;
   /* Entries come per PG; add them up per inode. */
   qsort(e, n, sizeof *e, cmp_entry);

@@ -52,6 +52,11 @@ int tc_admin_modify(struct tc_client *cl, const char *name, const struct tc_admi
 int tc_admin_usage(struct tc_client *cl, uint64_t pool, int timeout_ms,
                    void (*cb)(void *opaque, uint64_t inode, uint64_t bytes), void *opaque);
 
+/* The same for inodes [first, last] of one pool (a user who is not an
+ * admin may only list one image's inode: first == last). */
+int tc_admin_usage_range(struct tc_client *cl, uint64_t first, uint64_t last, int timeout_ms,
+                         void (*cb)(void *opaque, uint64_t inode, uint64_t bytes), void *opaque);
+
 /* Whether a name may be an image name (snapshot: exactly one '@'). */
 int tc_admin_check_name(const char *name, bool snapshot);
 
