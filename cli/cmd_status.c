@@ -1,7 +1,8 @@
 /* tromcho status: OSDs up and down, PGs clean, degraded, recovering,
  * inactive; human or --json. From the KV: /osd/state/<n> (live OSDs, with a
- * lease), /pg/config (placement), /pg/state/<pool>/<pg> (what primaries
- * report: {"state": ["active", "clean", ...]} or a string). */
+ * lease), /pg/config (placement), /stats (the monitor's list of OSDs it
+ * saw), /pg/state/<pool>/<pg> (what primaries report: {"state": ["active",
+ * "clean", ...]} or a string). */
 #include <config.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -91,6 +92,28 @@ cmd_status(int argc, char **argv, struct tc_config *cfg)
   for (size_t i = 0; i < m->n_osds; i++)
     known[nknown++] = m->osds[i].id;
   size_t up = nknown;
+  /* The monitor's /stats remembers every OSD it saw: the ones gone are down. */
+  struct tc_kv_result stats = { 0 };
+  char skey[256];
+  if (tc_kv_get(tc_client_kv(cl), tc_client_key(cl, skey, sizeof skey, "/stats"), 0, &stats) == 0 && stats.n_kvs) {
+    json_object *so = json_tokener_parse((const char *) stats.kvs[0].value), *osds;
+    if (so && json_object_object_get_ex(so, "osds", &osds) && json_object_is_type(osds, json_type_object)) {
+      json_object_object_foreach(osds, k, v) {
+        uint64_t id = strtoull(k, NULL, 10);
+        if (id && !has_id(known, nknown, id) && !strcmp(json_object_get_string(v), "down")) {
+          if (nknown == cap) {
+            uint64_t *nk = realloc(known, (cap *= 2) * sizeof *nk);
+            if (!nk)
+              break;
+            known = nk;
+          }
+          known[nknown++] = id;
+        }
+      }
+    }
+    json_object_put(so);
+  }
+  tc_kv_result_free(&stats);
   uint64_t clean = 0, degraded = 0, recovering = 0, inactive = 0, total = 0;
   for (size_t p = 0; p < m->n_pools; p++) {
     const struct tc_pool_info *pool = &m->pools[p];
