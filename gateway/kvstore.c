@@ -963,6 +963,7 @@ run_batch(struct kvs *s, struct wreq *batch)
   MDB_txn *t;
   int64_t rev, compact;
   struct kv_err cerr = { 0, "" };
+  struct wreq *culprit = NULL;
   int rc = mdb_txn_begin(s->env, NULL, 0, &t);
   if (rc == 0 && ((rc = meta_get(t, s->meta, "rev", &rev)) || (rc = meta_get(t, s->meta, "compact", &compact))))
     mdb_txn_abort(t);
@@ -980,7 +981,8 @@ run_batch(struct kvs *s, struct wreq *batch)
     if (w->result < 0) {
       if (tx.rev != tx.base_rev || w->err->code == KV_INTERNAL || w->err->code == KV_RESOURCE_EXHAUSTED) {
         kv_err_set(&cerr, w->err->code == KV_RESOURCE_EXHAUSTED ? KV_RESOURCE_EXHAUSTED : KV_INTERNAL,
-                   "%s", w->err->msg);
+                   "write aborted with its commit group: %s", w->err->msg);
+        culprit = w;
         mdb_txn_abort(t);
         goto failed;
       }
@@ -1009,7 +1011,8 @@ run_batch(struct kvs *s, struct wreq *batch)
   return;
 failed:
   for (struct wreq *w = batch; w; w = w->next) {
-    *w->err = cerr;
+    if (w != culprit)   /* the culprit keeps its own error */
+      *w->err = cerr;
     w->result = -1;
   }
 }
