@@ -76,4 +76,5 @@ head -c 32M /dev/urandom > "$TESTDIR/foreign"
 expect_fail "not a tromcho store|no valid store header|store header" tromcho-osd --osd_num 9 --osd_data "$TESTDIR/foreign" --etcd_address "$KV_URL"
 tromcho osd-create --data "$TESTDIR/other" --osd_num 7 --size 32M >/dev/null || fail "osd-create 7"
 expect_fail "belongs to osd 7, not osd 9" tromcho-osd --osd_num 9 --osd_data "$TESTDIR/other" --etcd_address "$KV_URL"
+osd_finish
 echo "test-osd-basic: ok"

@@ -44,4 +44,5 @@ osd_client wait-clean --pool 1 --timeout 40 || fail "PGs not clean after the mon
 start_osd 1
 osd_client wait-clean --pool 1 --timeout 40 || fail "PGs not clean after osd 1 came back"
 osd_client verify --inode $I --log "$TESTDIR/s.log" || fail "synced writes lost after osd 1 came back"
+osd_finish
 echo "test-osd-cluster: ok"
