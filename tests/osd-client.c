@@ -735,7 +735,11 @@ cmd_wait_clean(int argc, char **argv)
       timeout_s = saved;
       if (st < 0 || !op.req.reply_payload)
         continue;
-      json_object *j = json_tokener_parse((const char *) op.req.reply_payload), *pgs;
+      json_tokener *tok = json_tokener_new();
+      json_object *j = tok ? json_tokener_parse_ex(tok, (const char *) op.req.reply_payload, (int) op.req.reply.len)
+                           : NULL, *pgs;
+      if (tok)
+        json_tokener_free(tok);
       free(op.req.reply_payload);
       if (j && json_object_object_get_ex(j, "pgs", &pgs))
         for (size_t k = 0; k < json_object_array_length(pgs); k++) {

@@ -77,3 +77,21 @@ osd_port () {
 osd_client () {
   "$OSD_CLIENT" --etcd_address "$KV_URL" "$@"
 }
+
+# osd_finish: stop every OSD cleanly and fail on a sanitizer report or a
+# crash in any OSD's log (the sanitizer build of the suite relies on it).
+osd_finish () {
+  local f pid
+  for f in "$TESTDIR"/osd*.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    if kill -0 "$pid" 2>/dev/null; then
+      stop_pid "$pid"
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
+  if grep -lE "ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|Segmentation fault" "$TESTDIR"/osd*.log 2>/dev/null; then
+    grep -hE -A12 "ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:" "$TESTDIR"/osd*.log | head -60 >&2
+    fail "a sanitizer report or a crash in an OSD log"
+  fi
+}

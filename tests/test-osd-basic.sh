@@ -63,9 +63,14 @@ kill_osd 3
 grep -q "osd: stopped" "$TESTDIR/osd3.log" || fail "osd 3 did not log its stop"
 # Writes go on with 2 of 3 (pg_minsize 2).
 osd_client write --inode $I --offset 0 --len 262144 --seed 13 --timeout 20 || fail "write with one OSD down"
+# A delete osd 3 misses: its old copy must not come back (tombstones).
+osd_client delete --inode $I --offset 524288 --len 131072 | grep -q 'status=0' || fail "delete with one OSD down"
 start_osd 3
 osd_client wait-clean --pool 1 --timeout 30 || fail "PGs not clean after osd 3 came back"
 osd_client read --inode $I --offset 0 --len 262144 --seed 13 || fail "read after recovery"
+osd_client read --inode $I --offset 524288 --len 131072 --zero || fail "an object deleted while osd 3 was down came back"
+osd_client raw SEC_READ --port "$(osd_port 3)" --inode $I --offset 524288 --len 4096 | grep -q 'status=0 ' ||
+  fail "osd 3 still holds the object deleted while it was down"
 P3=$(osd_port 3)
 osd_client raw SEC_READ --port $P3 --inode $I --offset 0 --len 4096 | grep -q 'status=1 ' || fail "osd 3 has no recovered copy"
 
@@ -76,4 +81,5 @@ head -c 32M /dev/urandom > "$TESTDIR/foreign"
 expect_fail "not a tromcho store|no valid store header|store header" tromcho-osd --osd_num 9 --osd_data "$TESTDIR/foreign" --etcd_address "$KV_URL"
 tromcho osd-create --data "$TESTDIR/other" --osd_num 7 --size 32M >/dev/null || fail "osd-create 7"
 expect_fail "belongs to osd 7, not osd 9" tromcho-osd --osd_num 9 --osd_data "$TESTDIR/other" --etcd_address "$KV_URL"
+osd_finish
 echo "test-osd-basic: ok"

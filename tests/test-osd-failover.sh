@@ -67,4 +67,5 @@ kill_osd 2 -9
 set_pgs 1 4 "1 3" "1,2,3"
 osd_client verify --inode $A --log "$TESTDIR/a.log" || fail "stream A: not on the recovered osd 1"
 osd_client verify --inode $B --log "$TESTDIR/b.log" || fail "stream B: not on the recovered osd 1"
+osd_finish
 echo "test-osd-failover: ok"

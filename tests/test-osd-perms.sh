@@ -116,4 +116,5 @@ kv_put /config/user/bob '{"type": "client", "groups": ["readers"]}'
 sleep 0.5
 allowed bob READ --inode $A --offset 0 --len 4096
 as bob read --inode $A --offset 0 --len 262144 --seed 3 || fail "bob cannot read after being granted"
+osd_finish
 echo "test-osd-perms: ok"

@@ -78,4 +78,5 @@ osd_client read --inode $I --offset 0 --len 1M --seed 21 || fail "data differs a
 for n in 1 2 3; do flip "$TESTDIR/osd$n.data" 524288; done
 out=$(osd_client read --inode $I --offset 524288 --len 4096 --seed 21 --timeout 2 2>&1) && fail "read of a sector bad everywhere succeeded"
 echo "$out" | grep -q "Input/output error" || fail "read of a sector bad everywhere: $out"
+osd_finish
 echo "test-osd-scrub: ok"
