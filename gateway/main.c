@@ -91,7 +91,7 @@ main(int argc, char **argv)
     if (tc_config_set(cfg, "etcd_address", url) < 0)
       goto fail;
   }
-  if (!(mon = tc_monitor_start(cfg)))
+  if (tc_config_bool(cfg, "gateway_monitor") && !(mon = tc_monitor_start(cfg)))
     goto fail;
   /* Wait for a signal; without meta_sync, flush what the commits left every second. */
   int sig;
