@@ -11,6 +11,7 @@ struct tc_command {
   const char *usage;
 };
 
+int cmd_make_certs(int argc, char **argv, struct tc_config *cfg);
 int cmd_cpubench(int argc, char **argv, struct tc_config *cfg);
 int cmd_selftest(int argc, char **argv, struct tc_config *cfg);
 int cmd_pool_create(int argc, char **argv, struct tc_config *cfg);
