@@ -103,6 +103,7 @@
 #include <sys/uio.h>
 #include "evloop.h"
 #include "frame.h"
+#include "identity.h"
 #include "tc_config.h"
 #include "identity.h"
 
@@ -112,6 +113,7 @@ enum tc_msgr_mode { TC_MODE_NONE = 0, TC_MODE_PAYLOAD = 1, TC_MODE_GCM = 2 };
 int tc_msgr_mode_parse(const char *s);
 const char *tc_msgr_mode_name(int mode);
 
+/* enum tc_peer_role: identity.h */
 #define TC_ROLE_BIT(r) (1u << (r))
 #define TC_ROLES_ALL (TC_ROLE_BIT(TC_ROLE_ANON) | TC_ROLE_BIT(TC_ROLE_OSD) | \
                       TC_ROLE_BIT(TC_ROLE_MON) | TC_ROLE_BIT(TC_ROLE_USER))

@@ -83,7 +83,15 @@ main(int argc, char **argv)
     goto fail;
   tc_info("KV API on http://%s, store in %s at revision %lld", kv_server_address(srv),
           tc_config_str(cfg, "gateway_data"), (long long) kvs_revision(s));
-  if (!(mon = tc_monitor_start(cfg)))
+  /* The monitor reaches the KV through etcd_address: by default, this
+   * gateway's own API. */
+  if (!tc_config_given(cfg, "etcd_address")) {
+    char url[300];
+    snprintf(url, sizeof url, "http://%s", kv_server_address(srv));
+    if (tc_config_set(cfg, "etcd_address", url) < 0)
+      goto fail;
+  }
+  if (tc_config_bool(cfg, "gateway_monitor") && !(mon = tc_monitor_start(cfg)))
     goto fail;
   /* Wait for a signal; without meta_sync, flush what the commits left every second. */
   int sig;

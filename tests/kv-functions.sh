@@ -1,5 +1,6 @@
 # Starting a KV server for the tests: real etcd, or tromcho-gateway's
-# embedded KV when TROMCHO_KV=gateway (and gateway/tromcho-gateway exists).
+# embedded KV when TROMCHO_KV=gateway (and gateway/tromcho-gateway exists;
+# its monitor runs only with KV_MONITOR=true).
 # Source after functions.sh. Each server lives in $TESTDIR/<name>/ with its
 # command line (cmd), PID (pid), log (log) and data (data/).
 
@@ -12,7 +13,7 @@ start_kv () {
   port=$(free_port)
   if [ "${TROMCHO_KV:-etcd}" = gateway ]; then
     requires tromcho-gateway
-    echo "tromcho-gateway --gateway_address 127.0.0.1:$port --gateway_data $dir/data" > "$dir/cmd"
+    echo "tromcho-gateway --gateway_address 127.0.0.1:$port --gateway_data $dir/data --gateway_monitor ${KV_MONITOR:-false}" > "$dir/cmd"
   else
     requires etcd
     peer=$(free_port)
