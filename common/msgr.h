@@ -105,7 +105,6 @@
 #include "frame.h"
 #include "identity.h"
 #include "tc_config.h"
-#include "identity.h"
 
 enum tc_msgr_mode { TC_MODE_NONE = 0, TC_MODE_PAYLOAD = 1, TC_MODE_GCM = 2 };
 #define TC_MODE_UNSET (-1)

@@ -12,6 +12,8 @@ TROMCHO_KV=gateway
 . "$top_srcdir/tests/osd-functions.sh"
 requires tromcho tromcho-gateway tromcho-osd curl python3 "$OSD_CLIENT"
 
+# kv-functions.sh starts the gateway without its monitor unless asked.
+KV_MONITOR=true
 start_kv
 # The gateway's monitor must use the gateway's own KV (etcd_address).
 sed -i "s|\$| --etcd_address $KV_URL --etcd_mon_ttl 2|" "$TESTDIR/kv/cmd"
