@@ -700,7 +700,8 @@ tc_admin_usage_range(struct tc_client *cl, uint64_t first, uint64_t last, int ti
   if (tc_cluster_list(tc_client_cluster(cl), first, last, timeout_ms, &e, &n) < 0)
     return -1;
   /* Entries come per PG; add them up per inode. */
-  qsort(e, n, sizeof *e, cmp_entry);
+  if (n)
+    qsort(e, n, sizeof *e, cmp_entry);
   uint64_t cur = 0, bytes = 0;
   for (size_t i = 0; i < n; i++) {
     if (i > 0 && e[i].inode != cur) {
