@@ -23,6 +23,7 @@ struct open_image {
   struct tc_client *cl;
   struct tc_image *img;
   uint64_t pool, id;
+  bool writable;
   struct open_image *next;
 };
 
@@ -38,7 +39,51 @@ struct tc_client {
   struct tc_identity id;
   pthread_mutex_t lock;        /* the open list */
   struct open_image *open;
+  struct tc_kv_watch *inode_watch;   /* records of open images changing */
 };
+
+/* A record of an open image changed: when its inode became read-only (a
+ * snapshot of it was taken: the image now lives in a new inode) or went
+ * away, writing on through this handle would change the snapshot or write
+ * into nothing, so the handle turns read-only and says why. (KV thread.) */
+static void
+inode_watch_cb(void *arg, const struct tc_kv_watch_update *u)
+{
+  struct tc_client *cl = arg;
+  char prefix[256];
+  tc_client_key(cl, prefix, sizeof prefix, "/config/inode/");
+  size_t plen = strlen(prefix);
+  for (size_t i = 0; i < u->n_events; i++) {
+    const struct tc_kv_event *e = &u->events[i];
+    unsigned long long pool, id;
+    if (e->kv.key_len <= plen || sscanf((const char *) e->kv.key + plen, "%llu/%llu", &pool, &id) != 2)
+      continue;
+    bool gone = e->type == TC_KV_EVENT_DELETE, ro = false;
+    char name[256] = "";
+    if (!gone) {
+      struct tc_image_meta m;
+      if (tc_image_meta_parse(&m, pool, id, (const char *) e->kv.value, e->kv.value_len) < 0)
+        continue;
+      ro = m.readonly;
+      snprintf(name, sizeof name, "%s", m.name);
+      tc_image_meta_clear(&m);
+    }
+    if (!gone && !ro)
+      continue;
+    pthread_mutex_lock(&cl->lock);
+    for (struct open_image *o = cl->open; o; o = o->next)
+      if (o->pool == pool && o->id == id && o->writable && !tc_image_readonly(o->img)) {
+        char why[220];
+        if (gone)
+          snprintf(why, sizeof why, "its inode %llu/%llu was deleted", pool, id);
+        else
+          snprintf(why, sizeof why, "its inode became %s (a snapshot was taken?): open the image again", name);
+        tc_warn("client: image inode %llu/%llu: %s; writes now fail", pool, id, why);
+        tc_image_set_readonly(o->img, why);
+      }
+    pthread_mutex_unlock(&cl->lock);
+  }
+}
 
 const char *
 tc_client_key(const struct tc_client *cl, char *buf, size_t len, const char *fmt, ...)
@@ -123,6 +168,7 @@ tc_client_new(const struct tc_config *cfg)
   cl->cfg = cfg;
   cl->use_perms = tc_config_bool(cfg, "use_perms");
   pthread_mutex_init(&cl->lock, NULL);
+  char wkey[256];
   if (!(cl->kv = tc_kv_new_from_config(cfg)) || load_identity(cl) < 0 ||
       !(cl->cluster = tc_cluster_new(cfg, cl->kv))) {
     int e = errno;
@@ -132,6 +178,10 @@ tc_client_new(const struct tc_config *cfg)
     tc_error(e, "%s", msg);
     return NULL;
   }
+  /* Not fatal: without it a snapshot taken elsewhere is only noticed on reopen. */
+  if (!(cl->inode_watch = tc_kv_watch(cl->kv, tc_client_key(cl, wkey, sizeof wkey, "/config/inode/"), 0, true, 0,
+                                      inode_watch_cb, cl)))
+    tc_warn("client: cannot watch image records (%s): snapshots taken elsewhere are not noticed", tc_last_error());
   return cl;
 }
 
@@ -145,6 +195,8 @@ tc_client_free(struct tc_client *cl)
   for (struct open_image *o = cl->open; o; o = o->next)
     n++;
   pthread_mutex_unlock(&cl->lock);
+  if (cl->inode_watch)
+    tc_kv_watch_cancel(cl->inode_watch);
   if (n)
     tc_warn("client: freed with %d image(s) still open; closing them", n);
   while (cl->open)
@@ -332,6 +384,7 @@ tc_client_open_meta(struct tc_client *cl, const struct tc_image_meta *m, bool re
   o->img = img;
   o->pool = m->pool;
   o->id = m->id;
+  o->writable = !readonly;
   tc_image_set_close_hook(img, image_closed, o);
   pthread_mutex_lock(&cl->lock);
   o->next = cl->open;

@@ -2,6 +2,7 @@
 #include <config.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
@@ -40,6 +41,7 @@ struct tc_image {
   pthread_mutex_t lock;     /* protects size and the held ranges */
   pthread_cond_t released;
   struct range_lock *held;
+  char ro_why[200];          /* why it became read-only while open */
   void (*close_fn)(void *arg, struct tc_image *img);
   void *close_arg;
 };
@@ -414,15 +416,29 @@ tc_image_set_size(struct tc_image *img, uint64_t size)
 bool
 tc_image_readonly(const struct tc_image *img)
 {
-  return img->readonly;
+  return __atomic_load_n(&img->readonly, __ATOMIC_ACQUIRE);
+}
+
+void
+tc_image_set_readonly(struct tc_image *img, const char *why)
+{
+  pthread_mutex_lock(&img->lock);
+  if (why)
+    snprintf(img->ro_why, sizeof img->ro_why, "%s", why);
+  pthread_mutex_unlock(&img->lock);
+  __atomic_store_n(&img->readonly, true, __ATOMIC_RELEASE);
 }
 
 static int
 check_range(struct tc_image *img, uint64_t len, uint64_t off, bool write)
 {
   uint64_t size = tc_image_size(img);
-  if (write && img->readonly)
-    return tc_error(EROFS, "image: read-only");
+  if (write && tc_image_readonly(img)) {
+    pthread_mutex_lock(&img->lock);
+    tc_error(EROFS, "image: read-only%s%s", img->ro_why[0] ? ": " : "", img->ro_why);
+    pthread_mutex_unlock(&img->lock);
+    return -1;
+  }
   if (off > size || len > size - off)
     return tc_error(write ? ENOSPC : EINVAL, "image: range %llu+%llu beyond the end (%llu bytes)",
                     (unsigned long long) off, (unsigned long long) len, (unsigned long long) size);

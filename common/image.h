@@ -38,6 +38,9 @@ void tc_image_set_close_hook(struct tc_image *img, void (*fn)(void *arg, struct 
 uint64_t tc_image_size(const struct tc_image *img);
 void tc_image_set_size(struct tc_image *img, uint64_t size);
 bool tc_image_readonly(const struct tc_image *img);
+/* From now on writes fail with EROFS and why in the message (e.g. the image
+ * was snapshotted or deleted while open). Thread-safe. */
+void tc_image_set_readonly(struct tc_image *img, const char *why);
 
 /* Return 0, or -1 with errno and tc_last_error(). Ranges beyond the end of
  * the image fail with EINVAL (ENOSPC for writes). */

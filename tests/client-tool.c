@@ -8,6 +8,9 @@
  *                                          sector must be one writers' version
  *   client-tool objects POOL ID            count the objects of inode POOL/ID
  *                                          on the OSDs (SEC_LIST)
+ *   client-tool snapwatch IMAGE            open IMAGE read-write, snapshot it with
+ *                                          `tromcho snap-create IMAGE@live` from
+ *                                          outside: the handle must turn read-only
  *   client-tool api IMAGE                  open/stat/list/resize/trim/zero/
  *                                          extents/read-only checks (TAP)
  * Exit 0 on success, 1 with "FAIL: ..." otherwise. */
@@ -363,6 +366,30 @@ main(int argc, char **argv)
     }
     else
       r = die("list");
+  }
+  else if (!strcmp(argv[1], "snapwatch")) {
+    struct tc_image *img = tc_client_open(cl, argv[2], false);
+    uint8_t buf[4096] = { 1 };
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "tromcho snap-create %s@live >/dev/null", argv[2]);
+    if (!img || tc_image_write(img, buf, sizeof buf, 0) < 0)
+      r = die("open and write");
+    else if (system(cmd) != 0)
+      fprintf(stderr, "FAIL: %s\n", cmd);
+    else {
+      int i;
+      for (i = 0; i < 200 && tc_image_write(img, buf, sizeof buf, 0) == 0; i++)
+        usleep(50000);
+      if (i == 200)
+        fprintf(stderr, "FAIL: writes through the old handle still succeed 10 s after the snapshot\n");
+      else if (errno != EROFS || !strstr(tc_last_error(), "snapshot"))
+        fprintf(stderr, "FAIL: the write failed otherwise: %s\n", tc_last_error());
+      else {
+        printf("OK: %s\n", tc_last_error());
+        r = 0;
+      }
+    }
+    tc_image_free(img);
   }
   else if (!strcmp(argv[1], "threads"))
     r = cmd_threads(cl, argv[2], argc > 3 ? atoi(argv[3]) : 20);

@@ -104,5 +104,10 @@ expect_fail "has children \\(eb\\)" tromcho rm eb@s
 tromcho flatten eb >/dev/null || fail "flatten eb"
 tromcho rm eb@s >/dev/null || fail "rm eb@s after flatten"
 check eb eb
+# A handle open for writing when a snapshot is taken elsewhere turns
+# read-only (writing on would change the snapshot).
+tromcho create w -s 4M >/dev/null || fail "create w"
+"$TOOL" snapwatch w || fail "an open handle kept writing into a snapshot"
+tromcho info w@live --json | python3 -c 'import json,sys; assert json.load(sys.stdin)["readonly"]' || fail "w@live"
 tromcho ls
 echo "test-client-layers: ok"
