@@ -19,7 +19,8 @@
  * the connection runs in the clear (none or payload). The server learns the
  * peer's role from the CA the peer's chain verifies against: osd_ca -> OSD,
  * mon_ca -> MON, client_ca -> USER (name = CN); no certificate -> ANON. A
- * role not in the server's allowed_roles is refused.
+ * role not in the server's allowed_roles is refused (default: all roles,
+ * anonymous included; an OSD-to-OSD port passes TC_ROLE_BIT(TC_ROLE_OSD)).
  *
  * Modes (proto_checksums) are negotiated inside the signed transcript:
  *   mode = the weaker of the client's and the server's proto_checksums,
@@ -58,8 +59,9 @@
  * tc_msgr_call() over the cap never fails: the request waits in order on the
  * connection (the msgr allocates nothing for it: the caller owns it) and is
  * sent when replies free room. The server stops reading a connection while
- * that many requests are unanswered or their replies unsent, so TCP pushes
- * back on the client; no queue grows without bound.
+ * max_inflight_ops of its requests are unanswered or their replies unsent,
+ * or max_inflight_bytes of replies wait to be written, so TCP pushes back on
+ * the client; no queue grows without bound.
  *
  * Copies. Request and reply payloads are written straight from the
  * caller's iovecs (none/payload) or sealed into one buffer (gcm; with
@@ -106,7 +108,7 @@
 
 enum tc_msgr_mode { TC_MODE_NONE = 0, TC_MODE_PAYLOAD = 1, TC_MODE_GCM = 2 };
 #define TC_MODE_UNSET (-1)
-/* "none", "payload", "gcm" -> mode; "" -> TC_MODE_UNSET; else -1 - 1 = -2. */
+/* "none", "payload", "gcm" -> mode; NULL or "" -> TC_MODE_UNSET; anything else -> -2. */
 int tc_msgr_mode_parse(const char *s);
 const char *tc_msgr_mode_name(int mode);
 

@@ -20,6 +20,8 @@
 
 enum { REQ_IDLE = 0, REQ_WAITING, REQ_WRITING, REQ_SENT };
 
+int tc_msgr_read_rounds = 16;
+
 static void conn_event(struct tc_evloop *loop, int fd, uint32_t events, void *arg);
 static void do_read(struct tc_msgr_conn *c);
 
@@ -661,7 +663,7 @@ parse(struct tc_msgr_conn *c)
 static void
 do_read(struct tc_msgr_conn *c)
 {
-  for (int round = 0; round < 16; round++) {
+  for (int round = 0; round < tc_msgr_read_rounds; round++) {
     if (parse(c) < 0 || c->paused)
       return;
     ssize_t n;

@@ -186,6 +186,9 @@ struct tc_msgr_conn {
 };
 
 /* msgr_conn.c */
+/* Reads per readiness event before yielding to other connections (16);
+ * tests lower it to exercise the end of a round. */
+extern int tc_msgr_read_rounds;
 struct tc_msgr_conn *tc_msgr_conn_new(struct tc_msgr *m, int fd, int is_server, const char *peername);
 void tc_msgr_conn_start(struct tc_msgr_conn *c);      /* socket connected: begin the handshake */
 void tc_msgr_conn_destroy(struct tc_msgr_conn *c);    /* free a closed connection (DOWN runs) */

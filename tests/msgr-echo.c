@@ -2,7 +2,7 @@
  * bench/messenger.
  *
  *   msgr-echo server [--listen HOST] [--port P] [--roles osd,mon,user,anon]
- *                    [--rekey-log2 N] [tromcho options]
+ *                    [--rekey-log2 N] [--unchecked-key] [tromcho options]
  *       Listens (with osd_cert/osd_pkey as its identity), prints "PORT n",
  *       then one line per connection: "UP mode=M keyed=K peer=ROLE:NAME"
  *       and "DOWN err=E". Echoes every request. Stops on SIGTERM/SIGINT.
@@ -115,7 +115,7 @@ static int
 run_server(int argc, char **argv, struct tc_config *cfg)
 {
   const char *host = "127.0.0.1";
-  int port = 0, rekey = 0;
+  int port = 0, rekey = 0, unchecked = 0;
   unsigned roles = 0;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--port") && i + 1 < argc) port = atoi(argv[++i]);
@@ -123,24 +123,25 @@ run_server(int argc, char **argv, struct tc_config *cfg)
     else if (!strcmp(argv[i], "--roles") && i + 1 < argc) roles = parse_roles(argv[++i]);
     else if (!strcmp(argv[i], "--rekey-log2") && i + 1 < argc) rekey = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--quiet")) verbose_conn = 0;
+    else if (!strcmp(argv[i], "--unchecked-key")) unchecked = 1;
     else {
       fprintf(stderr, "msgr-echo server: unexpected argument '%s'\n", argv[i]);
       return 2;
     }
   }
-  struct tc_msgr *m = tc_msgr_new_from_config(loop, cfg, TC_MSGR_AS_OSD);
-  if (!m) {
+  struct tc_msgr *m = NULL;
+  if (!rekey && !unchecked && !(m = tc_msgr_new_from_config(loop, cfg, TC_MSGR_AS_OSD))) {
     fprintf(stderr, "msgr-echo server: %s\n", tc_last_error());
     return 1;
   }
-  if (rekey) {
-    /* Re-create with a short key update interval (tests of the ratchet). */
-    tc_msgr_free(m);
+  if (rekey || unchecked) {
+    /* Re-create with a short key update interval (tests of the ratchet) or
+     * with a key that is not the certificate's (tests of CertificateVerify). */
     struct tc_msgr_opts o = { .mode = tc_msgr_mode_parse(tc_config_str(cfg, "proto_checksums")),
       .force = tc_msgr_mode_parse(tc_config_str(cfg, "force_proto_checksums")),
       .cert = tc_config_str(cfg, "osd_cert"), .pkey = tc_config_str(cfg, "osd_pkey"),
       .osd_ca = tc_config_str(cfg, "osd_ca"), .client_ca = tc_config_str(cfg, "client_ca"),
-      .mon_ca = tc_config_str(cfg, "mon_ca"), .rekey_log2 = rekey,
+      .mon_ca = tc_config_str(cfg, "mon_ca"), .rekey_log2 = rekey, .unchecked_key = unchecked,
       .max_inflight_ops = (uint32_t) tc_config_int(cfg, "msgr_max_inflight_ops"),
       .max_inflight_bytes = (uint64_t) tc_config_int(cfg, "msgr_max_inflight_bytes"),
       .handshake_timeout_ms = (int) tc_config_int(cfg, "handshake_timeout") * 1000 };
@@ -352,8 +353,10 @@ main(int argc, char **argv)
 {
   tc_log_open("msgr-echo", 0);
   /* Payload buffers of 128 KiB would otherwise be mmapped and unmapped for
-   * every frame (glibc's default threshold): a daemon should do the same. */
+   * every frame (glibc's default thresholds), or trimmed and faulted in
+   * again: a daemon should do the same. */
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   setvbuf(stdout, NULL, _IOLBF, 0);
   struct tc_config *cfg = tc_config_load(&argc, argv);
   if (!cfg) {

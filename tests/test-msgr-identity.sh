@@ -116,6 +116,11 @@ client_ok 'osd:' --osd_ca "$P/osd_ca.crt" --cert "$P/osd_ca.crt" --pkey "$P/osd_
 start_server --osd_cert "$P/admin.crt" --osd_pkey "$P/admin.key" --client_ca "$P/client_ca.crt"
 client_refused 'server certificate CN=admin is not an OSD certificate of this cluster' 'client refused the handshake' \
   --osd_ca "$P/osd_ca.crt" --cert "$P/alice.crt" --pkey "$P/alice.key"
+# our OSD certificate, but the server does not hold its key
+start_server --osd_cert "$P/osd_ca.crt" --osd_pkey "$P/admin.key" --client_ca "$P/client_ca.crt" --unchecked-key
+client_refused 'server CertificateVerify.*does not hold the key of its certificate CN=tromcho osd_ca' \
+  'client refused the handshake: server CertificateVerify' \
+  --osd_ca "$P/osd_ca.crt" --cert "$P/alice.crt" --pkey "$P/alice.key"
 # a foreign CA's OSD
 start_server --osd_cert "$F/osd.crt" --osd_pkey "$F/osd.key" --client_ca "$P/client_ca.crt"
 client_refused 'server certificate CN=foreign osd is not an OSD certificate.*not trusted|issuer' '' \

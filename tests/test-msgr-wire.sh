@@ -76,6 +76,13 @@ for mode in payload gcm; do
   grep -q "^OK ops=1500 mode=$mode" <<<"$out" || fail "$mode load: $out"
 done
 
+# Key updates across processes: every 16 records (the server decides).
+start srv_rekey "$ECHO" server $SRV --proto_checksums gcm --rekey-log2 4
+out=$("$ECHO" client --port $PORT $CLI --proto_checksums gcm --size 1000 --count 300 --inflight 8 2>&1) ||
+  fail "rekey: $out"
+rekeys=$(sed -n 's/^OK ops=300 mode=gcm rekeys=\([0-9]*\).*/\1/p' <<<"$out")
+[ -n "$rekeys" ] && [ "$rekeys" -ge 70 ] || fail "expected >= 70 key updates over 1200 records, got: $out"
+
 # A stream cut in the middle of the first frame (handshake ~560 bytes c2s).
 start srv_cut "$ECHO" server $SRV --proto_checksums gcm
 SPID=$LASTPID SERR=$TESTDIR/srv_cut.err
