@@ -3,6 +3,8 @@
 # with the same client and load (bench/kv-bench.py). Prints a table.
 #
 #   bench/kv.sh [OPS] [CONNS]        defaults: 10000 ops, 1,16 connections
+# The C client (bench/kv-bench, built with the tree) drives the load;
+# KV_BENCH_PYTHON=1 also runs the python3 one (kv-bench.py).
 # Needs a built tree (gateway/tromcho-gateway) and etcd on PATH.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,13 +38,28 @@ echo '{}' > "$dir/empty.conf"
 "$gateway" --config "$dir/empty.conf" --gateway_address 127.0.0.1:$gp --gateway_data "$dir/gw" \
   --log_level warn > "$dir/gw.log" 2>&1 &
 pids+=($!)
+# the same with one flush per commit (gateway_meta_sync false)
+g1p=$(port)
+"$gateway" --config "$dir/empty.conf" --gateway_address 127.0.0.1:$g1p --gateway_data "$dir/gw1" \
+  --gateway_meta_sync false --log_level warn > "$dir/gw1.log" 2>&1 &
+pids+=($!)
 wait_health http://127.0.0.1:$ep
 wait_health http://127.0.0.1:$gp
+wait_health http://127.0.0.1:$g1p
 # etcd answers /health before its first election settles
 sleep 1
 
 echo "KV bench: $ops ops per row, 100-byte values, one persistent HTTP connection per client process"
 echo "$(nproc) CPUs, $(uname -r), etcd $(etcd --version | head -1 | awk '{print $3}')"
-echo "rounds of $((ops / 10)) ops alternate between the servers, so both see the same background load"
-python3 "$here/kv-bench.py" --url etcd=http://127.0.0.1:$ep --url gateway=http://127.0.0.1:$gp \
-  --ops "$ops" --conns "$conns"
+echo "rounds of $((ops / 10)) ops alternate between the servers, so all see the same background load"
+echo "gateway: default (LMDB flushes data, then meta: 2 flushes per commit); gw-1flush: --gateway_meta_sync false"
+if [ -x "$top/bench/kv-bench" ]; then
+  echo "client: bench/kv-bench (C, libcurl, one thread per connection)"
+  "$top/bench/kv-bench" etcd=http://127.0.0.1:$ep gateway=http://127.0.0.1:$gp gw-1flush=http://127.0.0.1:$g1p \
+    --ops "$ops" --conns "$conns"
+fi
+if [ "${KV_BENCH_PYTHON:-0}" = 1 ] || [ ! -x "$top/bench/kv-bench" ]; then
+  echo "client: bench/kv-bench.py (python3, one process per connection)"
+  python3 "$here/kv-bench.py" --url etcd=http://127.0.0.1:$ep --url gateway=http://127.0.0.1:$gp \
+    --url gw-1flush=http://127.0.0.1:$g1p --ops "$ops" --conns "$conns"
+fi

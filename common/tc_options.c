@@ -30,6 +30,7 @@ const struct tc_opt_def tc_options[] = {
   { "gateway_max_request_bytes", TC_OPT_INT, "16M", "largest request body the gateway's KV API accepts" },
   { "gateway_max_txn_ops", TC_OPT_INT, "128", "most compares or operations per txn branch (etcd's --max-txn-ops)" },
   { "gateway_watch_progress_interval", TC_OPT_INT, "600", "seconds between progress replies to a quiet watch with progress_notify (as etcd)" },
+  { "gateway_meta_sync", TC_OPT_BOOL, "true", "flush the store twice per commit (false: once, the rest every second; a power loss may then undo the last second of writes, kill -9 loses nothing)" },
   { "server_cert", TC_OPT_STRING, NULL, "TLS certificate of the admin HTTPS API" },
   { "server_pkey", TC_OPT_STRING, NULL, "key of server_cert" },
   /* identities and rights */

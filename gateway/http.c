@@ -270,11 +270,13 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
     char *t = error_text(&err, &status, &n);
     return send_text(conn, status, t, n);
   }
-  if (strcmp(url, "/v3/watch") == 0 && strcmp(method, "POST") == 0)
+  if (kv_endpoint_of(url) == KV_EP_WATCH && strcmp(method, "POST") == 0)
     return start_watch(srv, conn, &who, rc->body ? rc->body : "", rc->len);
   char *t = handle(srv->s, srv->l, &who, method, url, rc->body ? rc->body : "", rc->len, &status, &n);
-  if (status >= 400)
-    tc_debug("%s %s from %s: %d %.*s", method, url, peer, status, (int) n, t ? t : "");
+  if (status >= 500)
+    tc_warn("%s %s from %s (%s): %d %.*s", method, url, peer, who.identity, status, (int) n, t ? t : "");
+  else if (status >= 400)
+    tc_debug("%s %s from %s (%s): %d %.*s", method, url, peer, who.identity, status, (int) n, t ? t : "");
   return send_text(conn, status, t, n);
 }
 

@@ -4,6 +4,7 @@
 #include <config.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <json-c/json.h>
@@ -100,6 +101,13 @@ kv_endpoint_of(const char *path)
     { "/v3/kv/lease/timetolive", KV_EP_LEASE_TTL }, { "/v3/lease/leases", KV_EP_LEASE_LEASES },
     { "/v3/kv/lease/leases", KV_EP_LEASE_LEASES },
   };
+  /* etcd 3.4 also serves the older /v3beta and /v3alpha prefixes. */
+  char alias[64];
+  if (strncmp(path, "/v3beta/", 8) == 0 || strncmp(path, "/v3alpha/", 9) == 0) {
+    const char *rest = strchr(path + 1, '/');
+    if (snprintf(alias, sizeof alias, "/v3%s", rest) < (int) sizeof alias)
+      path = alias;
+  }
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (strcmp(path, t[i].path) == 0)
       return t[i].ep;

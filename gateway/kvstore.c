@@ -316,8 +316,10 @@ kvs_close(struct kvs *s)
 {
   if (!s)
     return;
-  if (s->env)
+  if (s->env) {
+    mdb_env_sync(s->env, 1);   /* without meta sync, the last commits wait for this */
     mdb_env_close(s->env);
+  }
   if (s->lock_fd >= 0)
     close(s->lock_fd);
   pthread_mutex_destroy(&s->wmu);
@@ -325,6 +327,20 @@ kvs_close(struct kvs *s)
   pthread_mutex_destroy(&s->rmu);
   pthread_cond_destroy(&s->rcv);
   free(s);
+}
+
+int
+kvs_set_meta_sync(struct kvs *s, bool meta_sync)
+{
+  int rc = mdb_env_set_flags(s->env, MDB_NOMETASYNC, meta_sync ? 0 : 1);
+  return rc ? tc_error(EINVAL, "store: %s", mdb_strerror(rc)) : 0;
+}
+
+int
+kvs_sync(struct kvs *s)
+{
+  int rc = mdb_env_sync(s->env, 1);
+  return rc ? tc_error(EIO, "store: sync: %s", mdb_strerror(rc)) : 0;
 }
 
 void
@@ -947,6 +963,7 @@ run_batch(struct kvs *s, struct wreq *batch)
   MDB_txn *t;
   int64_t rev, compact;
   struct kv_err cerr = { 0, "" };
+  struct wreq *culprit = NULL;
   int rc = mdb_txn_begin(s->env, NULL, 0, &t);
   if (rc == 0 && ((rc = meta_get(t, s->meta, "rev", &rev)) || (rc = meta_get(t, s->meta, "compact", &compact))))
     mdb_txn_abort(t);
@@ -964,7 +981,8 @@ run_batch(struct kvs *s, struct wreq *batch)
     if (w->result < 0) {
       if (tx.rev != tx.base_rev || w->err->code == KV_INTERNAL || w->err->code == KV_RESOURCE_EXHAUSTED) {
         kv_err_set(&cerr, w->err->code == KV_RESOURCE_EXHAUSTED ? KV_RESOURCE_EXHAUSTED : KV_INTERNAL,
-                   "%s", w->err->msg);
+                   "write aborted with its commit group: %s", w->err->msg);
+        culprit = w;
         mdb_txn_abort(t);
         goto failed;
       }
@@ -993,7 +1011,8 @@ run_batch(struct kvs *s, struct wreq *batch)
   return;
 failed:
   for (struct wreq *w = batch; w; w = w->next) {
-    *w->err = cerr;
+    if (w != culprit)   /* the culprit keeps its own error */
+      *w->err = cerr;
     w->result = -1;
   }
 }

@@ -58,6 +58,12 @@ struct kvs_txn {
 
 struct kvs *kvs_open(const char *dir, int64_t map_size);
 void kvs_close(struct kvs *s);
+/* meta_sync false: a commit flushes the data once and leaves the meta page
+ * to the next commit or kvs_sync (LMDB's MDB_NOMETASYNC). kill -9 still
+ * loses nothing; a power loss may undo the last commits, never corrupts. */
+int kvs_set_meta_sync(struct kvs *s, bool meta_sync);
+/* Flush everything committed so far. */
+int kvs_sync(struct kvs *s);
 void kvs_ids(struct kvs *s, uint64_t *cluster_id, uint64_t *member_id, int64_t *term);
 int64_t kvs_revision(struct kvs *s);      /* last committed revision */
 

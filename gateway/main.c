@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "http.h"
 #include "kvstore.h"
 #include "lease.h"
@@ -26,6 +27,7 @@ usage(FILE *f)
           "  --gateway_max_request_bytes N  largest request body (default 16M)\n"
           "  --gateway_max_txn_ops N        most operations per txn branch (default 128, as etcd)\n"
           "  --gateway_watch_progress_interval S  progress replies to quiet watches (default 600)\n"
+          "  --gateway_meta_sync BOOL       two flushes per commit (default true; false: one)\n"
           "  --log_level LEVEL              error, warn, info or debug\n\n");
   tc_config_print_help(f);
 }
@@ -76,14 +78,23 @@ main(int argc, char **argv)
   struct kvs *s = kvs_open(tc_config_str(cfg, "gateway_data"), tc_config_int(cfg, "gateway_store_size"));
   if (!s)
     goto fail;
-  if (!(l = leases_start(s)) || !(srv = kv_server_start(cfg, s, l)))
+  bool meta_sync = tc_config_bool(cfg, "gateway_meta_sync");
+  if (kvs_set_meta_sync(s, meta_sync) < 0 || !(l = leases_start(s)) || !(srv = kv_server_start(cfg, s, l)))
     goto fail;
   tc_info("KV API on http://%s, store in %s at revision %lld", kv_server_address(srv),
           tc_config_str(cfg, "gateway_data"), (long long) kvs_revision(s));
   if (!(mon = tc_monitor_start(cfg)))
     goto fail;
+  /* Wait for a signal; without meta_sync, flush what the commits left every second. */
   int sig;
-  sigwait(&set, &sig);
+  for (;;) {
+    struct timespec second = { 1, 0 };
+    sig = sigtimedwait(&set, NULL, &second);
+    if (sig > 0)
+      break;
+    if (!meta_sync && kvs_sync(s) < 0)
+      tc_warn("%s", tc_last_error());
+  }
   tc_info("signal %d: stopping", sig);
   status = 0;
   goto stop;

@@ -248,8 +248,13 @@ test_store(const char *dir)
   CHECK(cid == cid2 && mid == mid2 && term2 == term + 1, "ids kept, term moves on");
   CHECK(kvs_revision(s) == rev_before, "revision kept");
   CHECK(strcmp(range_str(s, "b", 1, NULL, 0, 0), "b=x@4v1;") == 0, "data kept");
+  /* One flush per commit, then an explicit flush: still all there after reopening. */
+  CHECK(kvs_set_meta_sync(s, false) == 0 && put(s, "m", 1, "1", 0) == 0 && kvs_sync(s) == 0, "without meta sync");
   struct kvs *s2 = kvs_open(dir, 1 << 30);
   CHECK(s2 == NULL, "a second open of the same folder is refused");
+  kvs_close(s);
+  s = kvs_open(dir, 1 << 30);
+  CHECK(s && strcmp(range_str(s, "m", 1, NULL, 0, 0), "m=1@") > 0, "a write without meta sync kept");
   kvs_close(s);
 }
 
@@ -297,6 +302,8 @@ test_parser(void)
     free(dec.p);
   }
   CHECK(kv_endpoint_of("/v3/kv/txn") == KV_EP_TXN && kv_endpoint_of("/v3/kv/txnx") == KV_EP_NONE, "endpoints");
+  CHECK(kv_endpoint_of("/v3beta/kv/range") == KV_EP_RANGE && kv_endpoint_of("/v3alpha/watch") == KV_EP_WATCH &&
+        kv_endpoint_of("/v3beta") == KV_EP_NONE && kv_endpoint_of("/v3beta/") == KV_EP_NONE, "older prefixes");
 }
 
 int
