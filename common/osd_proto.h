@@ -67,6 +67,9 @@
  *   SEC_LOCK        req: version = pg_count << 32 | pg, offset = the primary's
  *                   epoch: this OSD will take SEC_WRITEs of that PG only from
  *                   the caller until the next SEC_LOCK. reply 0.
+ *                   inode = the pool's first inode (pool << 48): the pool.
+ *                   A SEC_WRITE, SEC_WRITE_STABLE or SEC_DELETE of a locked
+ *                   PG on another connection gets -EBUSY (a deposed primary).
  *   SEC_STABILIZE, SEC_ROLLBACK: reserved for two-phase (EC) writes; OSDs
  *                   answer -ENOTSUP after the rights check.
  */

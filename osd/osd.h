@@ -82,6 +82,7 @@ struct osd_pg {
   size_t nlist[TC_MAX_PG_SIZE];
   uint8_t listed;                      /* slots whose listing arrived */
   bool listing_started;
+  int locks_pending;                   /* SEC_LOCKs outstanding after listing */
 };
 
 /* ---- peer OSDs (osd_peers.c) ---- */
@@ -122,6 +123,15 @@ struct osd_kvstate {
 };
 void osd_kvstate_free(struct osd_kvstate *s);
 
+/* SEC_LOCK on a secondary: only the connection that locked a PG last may
+ * send SEC_WRITEs of that PG (a deposed primary is fenced off). */
+struct osd_lock {
+  uint64_t pool;
+  uint32_t pg;
+  uint64_t epoch;
+  struct osd_client *holder;   /* referenced */
+};
+
 struct osd {
   struct tc_config *cfg;
   struct tc_evloop *loop;
@@ -155,6 +165,8 @@ struct osd {
   int scrub_inflight;
   int stopping;
   uint64_t instances;        /* PG instance counter */
+  struct osd_lock *locks;
+  size_t n_locks;
 
   /* counters */
   uint64_t ops, eperm, eagain, recovered, repaired;
@@ -171,6 +183,7 @@ void osd_client_put(struct osd_client *cl);
 void osd_client_reply(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t offset,
                       uint64_t version, void *payload, uint32_t len);
 void osd_on_conn(struct tc_msgr_conn *c, int event, int err, void *arg);
+void osd_locks_free(struct osd *o);
 
 /* osd_kv.c */
 int osd_kv_start(struct osd *o);

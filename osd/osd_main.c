@@ -272,6 +272,7 @@ out:
   if (o->msgr)
     tc_msgr_free(o->msgr);
   osd_pg_drop_all(o);
+  osd_locks_free(o);
   if (o->store && tc_store_close(o->store) < 0) {
     tc_err("osd %" PRIu64 ": closing the store: %s", o->osd_num, tc_last_error());
     rc = 1;

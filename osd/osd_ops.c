@@ -114,6 +114,66 @@ sec_read(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, 
     osd_reply(c, hdr, n, bm, ver, buf, r->len);
 }
 
+void
+osd_locks_free(struct osd *o)
+{
+  for (size_t i = 0; i < o->n_locks; i++)
+    osd_client_put(o->locks[i].holder);
+  free(o->locks);
+  o->locks = NULL;
+  o->n_locks = 0;
+}
+
+/* SEC_LOCK: the caller's connection becomes the only one that may write
+ * the PG here. The pool travels in hdr.inode (pool << 48). */
+static int
+sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
+{
+  if (!r->pg_count)
+    return tc_error(EINVAL, "SEC_LOCK without a PG");
+  uint64_t pool = TC_INODE_POOL(r->inode);
+  struct osd_client *cl = osd_client_get(c);
+  if (!cl)
+    return tc_error(ENOMEM, "out of memory");
+  for (size_t i = 0; i < o->n_locks; i++)
+    if (o->locks[i].pool == pool && o->locks[i].pg == r->pg) {
+      osd_client_put(o->locks[i].holder);
+      o->locks[i].holder = cl;
+      o->locks[i].epoch = r->offset;
+      return 0;
+    }
+  struct osd_lock *nv = realloc(o->locks, (o->n_locks + 1) * sizeof *nv);
+  if (!nv) {
+    osd_client_put(cl);
+    return tc_error(ENOMEM, "out of memory");
+  }
+  o->locks = nv;
+  o->locks[o->n_locks++] = (struct osd_lock) { .pool = pool, .pg = r->pg, .epoch = r->offset, .holder = cl };
+  return 0;
+}
+
+/* A SEC_WRITE/SEC_DELETE/SEC_WRITE_STABLE from a connection other than the
+ * PG's lock holder is refused (-EBUSY): it comes from a deposed primary. */
+static bool
+fenced(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
+{
+  const struct tc_pool_info *p = o->ks && o->ks->map ? tc_map_pool(o->ks->map, TC_INODE_POOL(r->inode)) : NULL;
+  if (!p || !p->pg_count)
+    return false;
+  uint32_t pg = tc_map_pg_of(p, r->inode, r->offset);
+  for (size_t i = 0; i < o->n_locks; i++)
+    if (o->locks[i].pool == p->id && o->locks[i].pg == pg) {
+      struct osd_client *cl = tc_msgr_conn_get_data(c);
+      if (o->locks[i].holder != cl) {
+        tc_warn("osd %" PRIu64 ": %s from %s refused: pg %" PRIu64 "/%" PRIu32 " is locked by another primary",
+                o->osd_num, tc_osd_op_name(r->op), tc_msgr_conn_peername(c), p->id, pg);
+        return true;
+      }
+      return false;
+    }
+  return false;
+}
+
 /* Replace a whole object: the sectors in bitmap from data, none other,
  * at version (recovery and repair). */
 int
@@ -370,9 +430,16 @@ osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *pay
   /* Operations answered at once from the local store. */
   rc = 0;
   uint64_t ver = 0;
+  if ((r.op == TC_OP_SEC_WRITE || r.op == TC_OP_SEC_DELETE || r.op == TC_OP_SEC_WRITE_STABLE) && fenced(o, c, &r)) {
+    free(payload);
+    osd_reply(c, hdr, -EBUSY, 0, 0, NULL, 0);
+    return;
+  }
   switch (r.op) {
   case TC_OP_PING:
+    break;
   case TC_OP_SEC_LOCK:
+    rc = sec_lock(o, c, &r);
     break;
   case TC_OP_DESCRIBE:
     free(payload);

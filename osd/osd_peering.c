@@ -87,13 +87,10 @@ merge_listings(struct osd *o, struct osd_pg *pg)
   }
 }
 
+/* Every lock answered: serve I/O if enough members took part. */
 static void
-peering_finish(struct osd *o, struct osd_pg *pg)
+activate(struct osd *o, struct osd_pg *pg)
 {
-  pg->up = pg->listed;
-  merge_listings(o, pg);
-  if (pg->state == PG_INCOMPLETE)
-    return;
   int up = __builtin_popcount(pg->up);
   if ((uint32_t) up < pg->minsize) {
     pg->state = PG_INCOMPLETE;
@@ -106,6 +103,85 @@ peering_finish(struct osd *o, struct osd_pg *pg)
           o->osd_num, pg->pool, pg->pg, pg->objs.n, pg->n_stale, up, pg->size);
   if (pg->n_stale)
     osd_recovery_kick(o);
+}
+
+struct lock_op {
+  struct osd *o;
+  uint64_t pool, instance, epoch;
+  uint32_t pgn;
+  int slot;
+  struct tc_msgr_req req;
+};
+
+static void
+lock_done(struct tc_msgr_req *req, int err, void *arg)
+{
+  struct lock_op *l = arg;
+  struct osd *o = l->o;
+  struct osd_pg *pg = osd_pg_find(o, l->pool, l->pgn);
+  int st = err ? err : req->reply.status;
+  free(req->reply_payload);
+  if (pg && pg->instance == l->instance && pg->epoch == l->epoch) {
+    if (st < 0) {
+      tc_warn("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 ": SEC_LOCK on osd %" PRIu64 " failed: %s", o->osd_num,
+              pg->pool, pg->pg, pg->osd_set[l->slot], strerror(-st));
+      pg->up &= (uint8_t) ~(1u << l->slot);
+    }
+    if (--pg->locks_pending == 0)
+      activate(o, pg);
+  }
+  free(l);
+}
+
+/* Listings merged: take the write lock of the PG on every member (so a
+ * deposed primary's SEC_WRITEs are refused there), then activate. */
+static void
+peering_finish(struct osd *o, struct osd_pg *pg)
+{
+  pg->up = pg->listed;
+  merge_listings(o, pg);
+  if (pg->state == PG_INCOMPLETE)
+    return;
+  uint64_t epoch = pg->epoch, instance = pg->instance, pool = pg->pool;
+  uint32_t pgn = pg->pg;
+  pg->locks_pending = 1;
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
+    pg = osd_pg_find(o, pool, pgn);
+    if (!pg || pg->epoch != epoch)
+      return;
+    if (!(pg->up >> s & 1) || s == pg->my_slot)
+      continue;
+    struct tc_msgr_conn *c = osd_peer_conn(o, pg->osd_set[s]);
+    pg = osd_pg_find(o, pool, pgn);
+    if (!pg || pg->epoch != epoch)
+      return;
+    struct lock_op *l = c ? calloc(1, sizeof *l) : NULL;
+    if (!l) {
+      pg->up &= (uint8_t) ~(1u << s);
+      continue;
+    }
+    l->o = o;
+    l->pool = pool;
+    l->pgn = pgn;
+    l->instance = instance;
+    l->epoch = epoch;
+    l->slot = s;
+    l->req.hdr.opcode = TC_OP_SEC_LOCK;
+    l->req.hdr.inode = TC_INODE(pool, 0);
+    l->req.hdr.offset = epoch;
+    l->req.hdr.version = (uint64_t) pg->pg_count << 32 | pgn;
+    l->req.done = lock_done;
+    l->req.arg = l;
+    pg->locks_pending++;
+    if (tc_msgr_call(c, &l->req) < 0) {
+      pg->locks_pending--;
+      pg->up &= (uint8_t) ~(1u << s);
+      free(l);
+    }
+  }
+  pg = osd_pg_find(o, pool, pgn);
+  if (pg && pg->epoch == epoch && --pg->locks_pending == 0)
+    activate(o, pg);
 }
 
 struct list_op {

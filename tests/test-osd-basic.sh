@@ -81,5 +81,10 @@ head -c 32M /dev/urandom > "$TESTDIR/foreign"
 expect_fail "not a tromcho store|no valid store header|store header" tromcho-osd --osd_num 9 --osd_data "$TESTDIR/foreign" --etcd_address "$KV_URL"
 tromcho osd-create --data "$TESTDIR/other" --osd_num 7 --size 32M >/dev/null || fail "osd-create 7"
 expect_fail "belongs to osd 7, not osd 9" tromcho-osd --osd_num 9 --osd_data "$TESTDIR/other" --etcd_address "$KV_URL"
+# osd_network: a malformed CIDR, a network with no local address.
+expect_fail "osd_network: '10.0.0.0/99' is not an IPv4 CIDR" \
+  timeout 10 tromcho-osd --osd_num 7 --osd_data "$TESTDIR/other" --osd_network 10.0.0.0/99 --etcd_address "$KV_URL"
+expect_fail "osd_network: no local address" \
+  timeout 10 tromcho-osd --osd_num 7 --osd_data "$TESTDIR/other" --osd_network 0.0.0.0/32 --etcd_address "$KV_URL"
 osd_finish
 echo "test-osd-basic: ok"

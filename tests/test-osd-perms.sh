@@ -101,6 +101,11 @@ for who in alice admin anon; do
   refused $who SEC_LOCK --version $(( (1 << 32) | 0 ))
 done
 allowed osd SEC_SYNC
+# The PG is locked on the secondaries by its primary (SEC_LOCK at peering):
+# SEC_WRITEs of it from another OSD connection are fenced off with EBUSY.
+as osd raw SEC_WRITE --port "$(osd_port 2)" --inode $A --offset 0 --len 4096 --version 99 | grep -q '^status=-16 ' ||
+  fail "a SEC_WRITE from outside the PG's lock was not refused with EBUSY"
+grep -q "SEC_WRITE from .* refused: pg 1/0 is locked by another primary" "$TESTDIR/osd2.log" || fail "no log line for the fenced SEC_WRITE"
 allowed osd SEC_READ --inode $A --offset 0 --len 4096
 # An OSD is no client: it may not READ through the client operations.
 refused osd READ --inode $A --offset 0 --len 4096
