@@ -316,7 +316,10 @@ reload_on_loop(struct tc_evloop *loop, void *arg)
   if (osd_kv_reload(o) < 0 && !o->reload_pending) {
     /* Retry later: the KV may be restarting. */
     o->reload_pending = 1;
-    tc_evloop_timer_add(loop, 500, reload_on_loop, o);
+    if (!tc_evloop_timer_add(loop, 500, reload_on_loop, o)) {
+      o->reload_pending = 0;
+      tc_err("osd %" PRIu64 ": cannot schedule a KV reload: %s", o->osd_num, tc_last_error());
+    }
   }
 }
 
@@ -328,14 +331,16 @@ schedule_reload(struct tc_evloop *loop, void *arg)
     return;
   o->reload_pending = 1;
   /* Let a burst of events settle into one reload. */
-  tc_evloop_timer_add(loop, 20, reload_on_loop, o);
+  if (!tc_evloop_timer_add(loop, 20, reload_on_loop, o))
+    reload_on_loop(loop, o);
 }
 
 static void
 on_watch(void *arg, const struct tc_kv_watch_update *u)
 {
   struct osd *o = arg;
-  tc_evloop_submit(o->loop, schedule_reload, o);
+  if (tc_evloop_submit(o->loop, schedule_reload, o) < 0)
+    tc_err("osd %" PRIu64 ": a KV change could not reach the loop: %s", o->osd_num, tc_last_error());
 }
 
 /* ---- registration ---- */
@@ -354,7 +359,8 @@ reregister_on_loop(struct tc_evloop *loop, void *arg)
   }
   if (register_state(o) < 0) {
     tc_warn("osd %" PRIu64 ": registering again: %s (retrying)", o->osd_num, tc_last_error());
-    tc_evloop_timer_add(loop, 1000, reregister_on_loop, o);
+    if (!tc_evloop_timer_add(loop, 1000, reregister_on_loop, o))
+      tc_err("osd %" PRIu64 ": cannot schedule registering again: %s", o->osd_num, tc_last_error());
   }
 }
 
@@ -363,7 +369,8 @@ on_lease_lost(void *arg, int64_t lease_id)
 {
   struct osd *o = arg;
   tc_warn("osd %" PRIu64 ": lost the lease of /osd/state/%" PRIu64 "; registering again", o->osd_num, o->osd_num);
-  tc_evloop_submit(o->loop, reregister_on_loop, o);
+  if (tc_evloop_submit(o->loop, reregister_on_loop, o) < 0)
+    tc_err("osd %" PRIu64 ": cannot register again: %s", o->osd_num, tc_last_error());
 }
 
 static int

@@ -139,6 +139,8 @@ on_tick(struct tc_evloop *loop, void *arg)
       }
   osd_recovery_kick(o);
   o->tick = tc_evloop_timer_add(loop, 1000, on_tick, o);
+  if (!o->tick)
+    tc_err("osd %" PRIu64 ": cannot schedule the next tick: %s", o->osd_num, tc_last_error());
 }
 
 int
@@ -257,7 +259,10 @@ main(int argc, char **argv)
           o->info.block_size, o->addr, o->port, o->use_perms ? " with use_perms" : "");
   printf("osd %" PRIu64 " listening on %s:%d\n", o->osd_num, o->addr, o->port);
   fflush(stdout);
-  o->tick = tc_evloop_timer_add(o->loop, 1000, on_tick, o);
+  if (!(o->tick = tc_evloop_timer_add(o->loop, 1000, on_tick, o))) {
+    fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
+    goto out;
+  }
   if (tc_evloop_run(o->loop) < 0)
     tc_err("osd %" PRIu64 ": event loop: %s", o->osd_num, tc_last_error());
   else
