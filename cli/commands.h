@@ -11,7 +11,20 @@ struct tc_command {
   const char *usage;
 };
 
+int cmd_make_certs(int argc, char **argv, struct tc_config *cfg);
 int cmd_cpubench(int argc, char **argv, struct tc_config *cfg);
 int cmd_selftest(int argc, char **argv, struct tc_config *cfg);
+int cmd_osd_create(int argc, char **argv, struct tc_config *cfg);
+
+int cmd_image_create(int argc, char **argv, struct tc_config *cfg);
+int cmd_image_snap_create(int argc, char **argv, struct tc_config *cfg);
+int cmd_image_clone(int argc, char **argv, struct tc_config *cfg);
+int cmd_image_ls(int argc, char **argv, struct tc_config *cfg);
+int cmd_image_info(int argc, char **argv, struct tc_config *cfg);
+int cmd_image_modify(int argc, char **argv, struct tc_config *cfg);
+int cmd_image_flatten(int argc, char **argv, struct tc_config *cfg);
+int cmd_image_rm(int argc, char **argv, struct tc_config *cfg);
+int cmd_dd(int argc, char **argv, struct tc_config *cfg);
+int cmd_status(int argc, char **argv, struct tc_config *cfg);
 
 #endif

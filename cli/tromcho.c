@@ -9,7 +9,25 @@
 
 static const struct tc_command commands[] = {
   { "cpubench", cmd_cpubench, "cpubench [--seconds S] [--json]   transport and image encryption speed of this CPU" },
+  { "make-certs", cmd_make_certs, "make-certs --dir DIR [--days N] [--key-type ecdsa|ed25519|rsa] [--force]\n"
+    "  make-certs user NAME [--admin] --dir DIR      CAs, OSD/gateway/admin certificates and tromcho.conf; user certificates" },
   { "selftest", cmd_selftest, "selftest                          crypto known-answer self-test" },
+  { "osd-create", cmd_osd_create, "osd-create --data PATH --osd_num N [--size 8G] [--block-size 128k] [--meta PATH] [--force]\n"
+    "                                    format a data file or device as an OSD store (--osd_num required for now)" },
+  { "create", cmd_image_create, "create NAME -s SIZE [--pool P] [--enc_key auto|none|HEX|vault:ID] [--owner U]\n"
+    "       [--owner_group G] [--reader_group G] [--parent NAME@SNAP]   create an image (or a clone)" },
+  { "ls", cmd_image_ls, "ls [--json]                       images you may read: size, used, layers, encryption" },
+  { "info", cmd_image_info, "info NAME [--json]                one image's record" },
+  { "modify", cmd_image_modify, "modify NAME [--resize SIZE] [--rename NEW] [--readonly|--readwrite] [--owner U]\n"
+    "       [--owner_group G] [--reader_group G]                      change an image" },
+  { "snap-create", cmd_image_snap_create, "snap-create NAME@SNAP              snapshot an image" },
+  { "clone", cmd_image_clone, "clone NAME@SNAP NEW [--enc_key auto|none|HEX] [--pool P]  a new image over a snapshot\n"
+    "                                    (default key: the snapshot's)" },
+  { "flatten", cmd_image_flatten, "flatten NAME                      copy the parents' data in, re-encrypted; drop the parent" },
+  { "rm", cmd_image_rm, "rm NAME                           delete an image (or NAME@SNAP) and its data" },
+  { "dd", cmd_dd, "dd [if=FILE|iimg=IMAGE] [of=FILE|oimg=IMAGE] [bs=1M] [count=N] [skip=N] [seek=N]\n"
+    "       [iflag=direct] [oflag=direct] [conv=notrunc] [iodepth=8]   copy data" },
+  { "status", cmd_status, "status [--json]                   OSDs up and down, PGs clean, degraded, recovering" },
   { NULL, NULL, NULL }
 };
 

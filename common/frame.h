@@ -1,8 +1,12 @@
 /* The messenger's frame header (DESIGN.md section 5): a fixed 64-byte
- * little-endian header before each payload. In mode `none` it travels in
- * the clear; with keys it is sealed with AES-256-GCM (16-byte tag after it);
- * `checksum` is XXH3-64 of the payload (seeded with the connection's secret
- * salt when keys exist). Replies carry status = 0 or a negative errno. */
+ * little-endian header before each payload. Without keys it travels in the
+ * clear and hdr_check = XXH3-64 of its first 56 bytes; with keys it is
+ * sealed with AES-256-GCM (16-byte tag after it) and hdr_check = 0.
+ * `checksum` is XXH3-64 of the payload in mode payload (seeded with the
+ * connection's secret salt when keys exist), 0 otherwise. Replies carry
+ * TC_FRAME_REPLY in flags and status = 0 or a negative errno. The fields are
+ * little-endian on the wire; the struct is used as is (little-endian hosts
+ * only, checked below). */
 #ifndef TROMCHO_FRAME_H
 #define TROMCHO_FRAME_H
 #include <stdint.h>
@@ -20,9 +24,15 @@ struct tc_frame_hdr {
   int32_t status;     /* replies: >= 0 result, < 0 -errno */
   uint64_t version;
   uint64_t checksum;  /* XXH3-64 of the payload (mode payload) */
-  uint64_t reserved;
+  uint64_t hdr_check; /* XXH3-64 of bytes 0..55 when the header is not sealed */
 } __attribute__((packed));
 
 _Static_assert(sizeof(struct tc_frame_hdr) == 64, "frame header is 64 bytes");
+
+#define TC_FRAME_REPLY 0x0001u   /* flags: this frame answers request req_id */
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "tromcho's frame code assumes a little-endian host; add byte swaps here first"
+#endif
 
 #endif

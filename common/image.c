@@ -40,6 +40,8 @@ struct tc_image {
   pthread_mutex_t lock;     /* protects size and the held ranges */
   pthread_cond_t released;
   struct range_lock *held;
+  void (*close_fn)(void *arg, struct tc_image *img);
+  void *close_arg;
 };
 
 /* --- XTS context pool --- */
@@ -374,12 +376,21 @@ tc_image_free(struct tc_image *img)
 {
   if (!img)
     return;
+  if (img->close_fn)
+    img->close_fn(img->close_arg, img);
   for (int i = 0; i < img->nlayers; i++)
     xts_pool_destroy(&img->layers[i].xts);
   free(img->layers);
   pthread_mutex_destroy(&img->lock);
   pthread_cond_destroy(&img->released);
   free(img);
+}
+
+void
+tc_image_set_close_hook(struct tc_image *img, void (*fn)(void *arg, struct tc_image *img), void *arg)
+{
+  img->close_fn = fn;
+  img->close_arg = arg;
 }
 
 uint64_t

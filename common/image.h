@@ -31,6 +31,9 @@ struct tc_image;
 struct tc_image *tc_image_new(const struct tc_objstore *os, uint32_t block_size, uint64_t size,
                               const struct tc_layer_desc *layers, int nlayers, bool readonly);
 void tc_image_free(struct tc_image *img);
+/* Run fn(arg, img) at the start of tc_image_free, once: whoever opened the
+ * image (e.g. the cluster client) releases what it holds for it there. */
+void tc_image_set_close_hook(struct tc_image *img, void (*fn)(void *arg, struct tc_image *img), void *arg);
 
 uint64_t tc_image_size(const struct tc_image *img);
 void tc_image_set_size(struct tc_image *img, uint64_t size);

@@ -22,6 +22,12 @@ const struct tc_opt_def tc_options[] = {
   { "mon_etcd_client_key", TC_OPT_STRING, NULL, "key of mon_etcd_client_cert" },
   { "gateway_address", TC_OPT_STRING, "127.0.0.1:2379", "address:port the gateway's KV API listens on" },
   { "gateway_data", TC_OPT_STRING, "/var/lib/tromcho/gateway", "folder of the gateway's embedded store" },
+  { "etcd_quick_timeout", TC_OPT_INT, "1000", "KV client: connect timeout per endpoint, ms" },
+  { "etcd_slow_timeout", TC_OPT_INT, "5000", "KV client: time a request may take, failover included, ms" },
+  { "etcd_mon_ttl", TC_OPT_INT, "5", "monitor: TTL of the /mon/master lease, s (a standby takes over after it)" },
+  { "etcd_keepalive_timeout", TC_OPT_INT, "10", "TTL of an OSD's /osd/state lease, s" },
+  { "gateway_store_size", TC_OPT_INT, "64G", "largest size the gateway's embedded store may grow to (LMDB map size)" },
+  { "gateway_max_request_bytes", TC_OPT_INT, "16M", "largest request body the gateway's KV API accepts" },
   { "server_cert", TC_OPT_STRING, NULL, "TLS certificate of the admin HTTPS API" },
   { "server_pkey", TC_OPT_STRING, NULL, "key of server_cert" },
   /* identities and rights */
@@ -41,9 +47,19 @@ const struct tc_opt_def tc_options[] = {
   { "msgr_max_inflight_ops", TC_OPT_INT, "256", "operations in flight per connection before senders wait" },
   { "msgr_max_inflight_bytes", TC_OPT_INT, "67108864", "bytes in flight per connection before senders wait" },
   { "handshake_timeout", TC_OPT_INT, "10", "seconds a handshake may take" },
+  /* cluster client */
+  { "client_op_timeout", TC_OPT_INT, "120", "cluster client: seconds an operation keeps retrying (OSD lost, PG moving) before it fails" },
+  { "client_retry_interval", TC_OPT_INT, "100", "cluster client: ms between retries of an operation that waits for an OSD or a new map" },
   /* image encryption */
   { "vault_url", TC_OPT_STRING, NULL, "Vault/OpenBao base URL for vault:<ID> keys" },
   { "vault_ca", TC_OPT_STRING, NULL, "CA of the Vault server" },
+  /* OSD store */
+  { "osd_num", TC_OPT_INT, NULL, "this OSD's number (osd-create: required until it is allocated from the KV)" },
+  { "block_size", TC_OPT_INT, "131072", "object size of a new OSD store (power of two, 4k..1M), fixed at osd-create" },
+  /* OSD daemon */
+  { "osd_data", TC_OPT_STRING, NULL, "tromcho-osd: the store's data file or device (default: what osd-create recorded in /config/osd/<osd_num>)" },
+  { "osd_meta", TC_OPT_STRING, NULL, "tromcho-osd: the store's metadata file (default: osd_data + .meta)" },
+  { "osd_port", TC_OPT_INT, "0", "tromcho-osd: TCP port to listen on (0: any free port, published in /osd/state)" },
   { NULL, 0, NULL, NULL }
 };
 

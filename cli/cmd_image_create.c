@@ -1,0 +1,95 @@
+/* tromcho create, snap-create, clone: new images, snapshots and clones. */
+#include <config.h>
+#include <stdio.h>
+#include <string.h>
+#include "cli_util.h"
+#include "commands.h"
+#include "image_admin.h"
+
+int
+cmd_image_create(int argc, char **argv, struct tc_config *cfg)
+{
+  const char *size = NULL, *pos[1];
+  struct tc_admin_create_opts o = { 0 };
+  int npos;
+  const struct cli_opt opts[] = {
+    { "--size", "-s", &size, NULL }, { "--pool", "-p", &o.pool, NULL }, { "--enc_key", NULL, &o.enc_key, NULL },
+    { "--owner", NULL, &o.owner, NULL }, { "--owner_group", NULL, &o.owner_group, NULL },
+    { "--reader_group", NULL, &o.reader_group, NULL }, { "--parent", NULL, &o.parent, NULL }, { NULL },
+  };
+  if (cli_parse("create", argc, argv, opts, pos, 1, &npos) < 0)
+    return 1;
+  if (npos != 1) {
+    fprintf(stderr, "tromcho create: give the image name: create NAME -s SIZE\n");
+    return 1;
+  }
+  o.name = pos[0];
+  if (size && cli_size("create", "size", size, &o.size) < 0)
+    return 1;
+  if (!size && !o.parent) {
+    fprintf(stderr, "tromcho create: -s SIZE is required\n");
+    return 1;
+  }
+  struct tc_client *cl = cli_client("create", cfg);
+  if (!cl)
+    return 1;
+  int r = tc_admin_create(cl, &o);
+  tc_client_free(cl);
+  if (r < 0)
+    return cli_fail("create");
+  printf("Image %s created\n", o.name);
+  return 0;
+}
+
+int
+cmd_image_snap_create(int argc, char **argv, struct tc_config *cfg)
+{
+  const char *pos[1];
+  int npos;
+  const struct cli_opt opts[] = { { NULL } };
+  if (cli_parse("snap-create", argc, argv, opts, pos, 1, &npos) < 0)
+    return 1;
+  if (npos != 1) {
+    fprintf(stderr, "tromcho snap-create: give the snapshot: snap-create NAME@SNAP\n");
+    return 1;
+  }
+  struct tc_client *cl = cli_client("snap-create", cfg);
+  if (!cl)
+    return 1;
+  int r = tc_admin_snapshot(cl, pos[0]);
+  tc_client_free(cl);
+  if (r < 0)
+    return cli_fail("snap-create");
+  printf("Snapshot %s created\n", pos[0]);
+  return 0;
+}
+
+int
+cmd_image_clone(int argc, char **argv, struct tc_config *cfg)
+{
+  const char *pos[2];
+  struct tc_admin_create_opts o = { 0 };
+  int npos;
+  const struct cli_opt opts[] = {
+    { "--pool", "-p", &o.pool, NULL }, { "--enc_key", NULL, &o.enc_key, NULL },
+    { "--owner", NULL, &o.owner, NULL }, { "--owner_group", NULL, &o.owner_group, NULL },
+    { "--reader_group", NULL, &o.reader_group, NULL }, { NULL },
+  };
+  if (cli_parse("clone", argc, argv, opts, pos, 2, &npos) < 0)
+    return 1;
+  if (npos != 2) {
+    fprintf(stderr, "tromcho clone: give the snapshot and the new name: clone NAME@SNAP NEW\n");
+    return 1;
+  }
+  o.parent = pos[0];
+  o.name = pos[1];
+  struct tc_client *cl = cli_client("clone", cfg);
+  if (!cl)
+    return 1;
+  int r = tc_admin_create(cl, &o);
+  tc_client_free(cl);
+  if (r < 0)
+    return cli_fail("clone");
+  printf("Image %s cloned from %s\n", o.name, o.parent);
+  return 0;
+}

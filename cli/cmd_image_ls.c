@@ -1,0 +1,253 @@
+/* tromcho ls, info: the images the user may read, human or --json. */
+#include <config.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <json-c/json.h>
+#include "cli_util.h"
+#include "cluster.h"
+#include "commands.h"
+#include "error.h"
+#include "image_admin.h"
+
+#define USAGE_TIMEOUT_MS 5000
+
+struct usage {
+  uint64_t *inodes, *bytes;
+  size_t n, cap;
+  uint64_t *pools_done;     /* pools listed (or tried) */
+  bool *pools_ok;
+  size_t npools;
+};
+
+static void
+usage_cb(void *opaque, uint64_t inode, uint64_t bytes)
+{
+  struct usage *u = opaque;
+  if (u->n == u->cap) {
+    size_t nc = u->cap ? 2 * u->cap : 64;
+    uint64_t *a = realloc(u->inodes, nc * sizeof *a);
+    if (!a)
+      return;
+    u->inodes = a;
+    uint64_t *b = realloc(u->bytes, nc * sizeof *b);
+    if (!b)
+      return;
+    u->bytes = b;
+    u->cap = nc;
+  }
+  u->inodes[u->n] = inode;
+  u->bytes[u->n++] = bytes;
+}
+
+/* Bytes stored by the image's own inode; -1 if the pool could not be listed. */
+static int64_t
+used_of(struct tc_client *cl, struct usage *u, const struct tc_image_meta *m)
+{
+  size_t p;
+  for (p = 0; p < u->npools; p++)
+    if (u->pools_done[p] == m->pool)
+      break;
+  if (p == u->npools) {
+    uint64_t *a = realloc(u->pools_done, (p + 1) * sizeof *a);
+    bool *b = a ? realloc(u->pools_ok, (p + 1) * sizeof *b) : NULL;
+    if (a)
+      u->pools_done = a;
+    if (!b)
+      return -1;
+    u->pools_ok = b;
+    u->pools_done[p] = m->pool;
+    u->pools_ok[p] = tc_admin_usage(cl, m->pool, USAGE_TIMEOUT_MS, usage_cb, u) == 0;
+    u->npools++;
+  }
+  if (!u->pools_ok[p])
+    return -1;
+  uint64_t inode = TC_INODE(m->pool, m->id);
+  for (size_t i = 0; i < u->n; i++)
+    if (u->inodes[i] == inode)
+      return (int64_t) u->bytes[i];
+  return 0;
+}
+
+static void
+usage_free(struct usage *u)
+{
+  free(u->inodes);
+  free(u->bytes);
+  free(u->pools_done);
+  free(u->pools_ok);
+}
+
+static const char *
+parent_name(struct tc_client *cl, const struct tc_image_meta *m, char *buf, size_t len)
+{
+  if (!m->parent_id)
+    return NULL;
+  char key[256];
+  struct tc_kv_result res = { 0 };
+  snprintf(buf, len, "%" PRIu64 "/%" PRIu64, m->parent_pool, m->parent_id);
+  tc_client_key(cl, key, sizeof key, "/config/inode/%" PRIu64 "/%" PRIu64, m->parent_pool, m->parent_id);
+  if (tc_kv_get(tc_client_kv(cl), key, 0, &res) == 0 && res.n_kvs) {
+    struct tc_image_meta p;
+    if (tc_image_meta_parse(&p, m->parent_pool, m->parent_id, (const char *) res.kvs[0].value,
+                            res.kvs[0].value_len) == 0) {
+      snprintf(buf, len, "%s", p.name);
+      tc_image_meta_clear(&p);
+    }
+  }
+  tc_kv_result_free(&res);
+  return buf;
+}
+
+static json_object *
+meta_json(struct tc_client *cl, struct usage *u, const struct tc_image_meta *m, bool writable)
+{
+  char pbuf[256];
+  json_object *o = json_object_new_object();
+  if (!o)
+    return NULL;
+  int64_t used = used_of(cl, u, m);
+  const char *parent = parent_name(cl, m, pbuf, sizeof pbuf);
+  json_object_object_add(o, "name", json_object_new_string(m->name));
+  json_object_object_add(o, "pool_id", json_object_new_int64((int64_t) m->pool));
+  json_object_object_add(o, "inode", json_object_new_int64((int64_t) m->id));
+  json_object_object_add(o, "size", json_object_new_int64((int64_t) m->size));
+  json_object_object_add(o, "used", used >= 0 ? json_object_new_int64(used) : NULL);
+  json_object_object_add(o, "layers", json_object_new_int(cli_layers(cl, m)));
+  json_object_object_add(o, "parent", parent ? json_object_new_string(parent) : NULL);
+  json_object_object_add(o, "encrypted", json_object_new_boolean(m->enc_key != NULL));
+  json_object_object_add(o, "key_source", m->enc_key ? json_object_new_string(strncmp(m->enc_key, "vault:", 6) ? "kv" : "vault") : NULL);
+  json_object_object_add(o, "readonly", json_object_new_boolean(m->readonly));
+  json_object_object_add(o, "writable", json_object_new_boolean(writable));
+  json_object_object_add(o, "owner", m->owner ? json_object_new_string(m->owner) : NULL);
+  json_object_object_add(o, "owner_group", m->owner_group ? json_object_new_string(m->owner_group) : NULL);
+  json_object_object_add(o, "reader_group", m->reader_group ? json_object_new_string(m->reader_group) : NULL);
+  return o;
+}
+
+struct ls_ctx {
+  struct tc_client *cl;
+  struct usage u;
+  json_object *arr;
+};
+
+static int
+ls_cb(void *opaque, const struct tc_image_meta *m, bool writable)
+{
+  struct ls_ctx *c = opaque;
+  json_object *o = meta_json(c->cl, &c->u, m, writable);
+  if (!o || json_object_array_add(c->arr, o) < 0) {
+    json_object_put(o);
+    return tc_error(ENOMEM, "ls: out of memory");
+  }
+  return 0;
+}
+
+static const char *
+jstr(json_object *o, const char *k)
+{
+  json_object *f;
+  return json_object_object_get_ex(o, k, &f) && f ? json_object_get_string(f) : NULL;
+}
+
+static int64_t
+jint(json_object *o, const char *k)
+{
+  json_object *f;
+  return json_object_object_get_ex(o, k, &f) && f ? json_object_get_int64(f) : -1;
+}
+
+int
+cmd_image_ls(int argc, char **argv, struct tc_config *cfg)
+{
+  bool json = false;
+  const char *pos[1];
+  int npos;
+  const struct cli_opt opts[] = { { "--json", NULL, NULL, &json }, { NULL } };
+  if (cli_parse("ls", argc, argv, opts, pos, 0, &npos) < 0)
+    return 1;
+  struct ls_ctx c = { .cl = cli_client("ls", cfg), .arr = json_object_new_array() };
+  if (!c.cl || !c.arr) {
+    json_object_put(c.arr);
+    tc_client_free(c.cl);
+    return 1;
+  }
+  int r = tc_client_list(c.cl, ls_cb, &c);
+  if (r == 0 && json)
+    printf("%s\n", json_object_to_json_string_ext(c.arr, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+  else if (r == 0) {
+    printf("%-24s %5s %10s %10s %6s %9s %s\n", "NAME", "POOL", "SIZE", "USED", "LAYERS", "ENCRYPTED", "FLAGS");
+    for (size_t i = 0; i < json_object_array_length(c.arr); i++) {
+      json_object *o = json_object_array_get_idx(c.arr, i);
+      char s1[32], s2[32];
+      int64_t used = jint(o, "used");
+      const char *flags = !strcmp(jstr(o, "readonly"), "true") ? "RO" : strcmp(jstr(o, "writable"), "true") ? "r" : "-";
+      printf("%-24s %5" PRId64 " %10s %10s %6" PRId64 " %9s %s\n", jstr(o, "name"), jint(o, "pool_id"),
+             cli_human((uint64_t) jint(o, "size"), s1, sizeof s1), used >= 0 ? cli_human((uint64_t) used, s2, sizeof s2) : "?",
+             jint(o, "layers"), !strcmp(jstr(o, "encrypted"), "true") ? "yes" : "no", flags);
+    }
+  }
+  json_object_put(c.arr);
+  usage_free(&c.u);
+  tc_client_free(c.cl);
+  return r < 0 ? cli_fail("ls") : 0;
+}
+
+int
+cmd_image_info(int argc, char **argv, struct tc_config *cfg)
+{
+  bool json = false;
+  const char *pos[1];
+  int npos;
+  const struct cli_opt opts[] = { { "--json", NULL, NULL, &json }, { NULL } };
+  if (cli_parse("info", argc, argv, opts, pos, 1, &npos) < 0)
+    return 1;
+  if (npos != 1) {
+    fprintf(stderr, "tromcho info: give the image name: info NAME\n");
+    return 1;
+  }
+  struct tc_client *cl = cli_client("info", cfg);
+  if (!cl)
+    return 1;
+  struct tc_image_meta m;
+  bool writable;
+  if (tc_client_stat(cl, pos[0], &m, &writable) < 0) {
+    int r = cli_fail("info");
+    tc_client_free(cl);
+    return r;
+  }
+  struct usage u = { 0 };
+  json_object *o = meta_json(cl, &u, &m, writable);
+  if (!o) {
+    tc_error(ENOMEM, "info: out of memory");
+    tc_image_meta_clear(&m);
+    usage_free(&u);
+    tc_client_free(cl);
+    return cli_fail("info");
+  }
+  if (json)
+    printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+  else {
+    char s[32];
+    int64_t used = jint(o, "used");
+    printf("name:         %s\n", m.name);
+    printf("pool:         %" PRIu64 "\n", m.pool);
+    printf("inode:        %" PRIu64 " (0x%" PRIx64 ")\n", m.id, TC_INODE(m.pool, m.id));
+    printf("size:         %s (%" PRIu64 " bytes)\n", cli_human(m.size, s, sizeof s), m.size);
+    printf("used:         %s\n", used >= 0 ? cli_human((uint64_t) used, s, sizeof s) : "? (OSDs unreachable)");
+    printf("layers:       %" PRId64 "\n", jint(o, "layers"));
+    printf("parent:       %s\n", jstr(o, "parent") ? jstr(o, "parent") : "-");
+    printf("encrypted:    %s\n", m.enc_key ? (strncmp(m.enc_key, "vault:", 6) ? "yes (key in the KV)" : "yes (key in Vault)") : "no");
+    printf("readonly:     %s\n", m.readonly ? "yes" : "no");
+    printf("writable:     %s\n", writable ? "yes" : "no");
+    printf("owner:        %s\n", m.owner ? m.owner : "-");
+    printf("owner_group:  %s\n", m.owner_group ? m.owner_group : "-");
+    printf("reader_group: %s\n", m.reader_group ? m.reader_group : "-");
+  }
+  json_object_put(o);
+  usage_free(&u);
+  tc_image_meta_clear(&m);
+  tc_client_free(cl);
+  return 0;
+}

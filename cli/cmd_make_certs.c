@@ -1,0 +1,266 @@
+/* tromcho make-certs: the test and quick-setup PKI of the seed's "Quick
+ * setup", made with GnuTLS (no openssl subprocess).
+ *
+ *   make-certs --dir DIR        osd_ca (also the OSD certificate), client_ca,
+ *                               mon_ca, antietcd (gateway TLS), user admin,
+ *                               and DIR/tromcho.conf with all the paths
+ *   make-certs user NAME --dir DIR [--admin]
+ *                               a user certificate CN=NAME signed by client_ca
+ *
+ * An existing CA is kept unless --force: replacing it would orphan every
+ * certificate it signed. */
+#include <config.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <json-c/json.h>
+#include "certs.h"
+#include "commands.h"
+#include "error.h"
+
+/* Room for DIR (at most PATH_MAX) plus a file name. */
+#define MC_PATH (PATH_MAX + 64)
+
+struct mc_opts {
+  const char *dir;
+  int days;
+  int key_type;
+  int force;
+  int admin;
+};
+
+static int
+exists(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static void
+path_of(char *out, size_t outlen, const char *dir, const char *name, const char *ext)
+{
+  snprintf(out, outlen, "%s/%s.%s", dir, name, ext);
+}
+
+/* Issue DIR/name.{crt,key}; keep an existing pair unless force. Sets
+ * *made when new files were written. */
+static int
+issue(const struct mc_opts *o, const char *name, const struct tc_cert_spec *spec,
+      const char *issuer, int force, int *made)
+{
+  char crt[MC_PATH], key[MC_PATH], icrt[MC_PATH], ikey[MC_PATH];
+  path_of(crt, sizeof crt, o->dir, name, "crt");
+  path_of(key, sizeof key, o->dir, name, "key");
+  *made = 0;
+  if (!force && exists(crt) && exists(key)) {
+    printf("kept    %s (exists; --force replaces it)\n", crt);
+    return 0;
+  }
+  if (issuer) {
+    path_of(icrt, sizeof icrt, o->dir, issuer, "crt");
+    path_of(ikey, sizeof ikey, o->dir, issuer, "key");
+  }
+  if (tc_cert_issue(spec, o->key_type, issuer ? icrt : NULL, issuer ? ikey : NULL, crt, key) < 0) {
+    fprintf(stderr, "tromcho make-certs: %s\n", tc_last_error());
+    return -1;
+  }
+  printf("created %s, %s (CN=%s%s%s)\n", crt, key, spec->cn, issuer ? ", signed by " : ", self-signed",
+         issuer ? issuer : "");
+  *made = 1;
+  return 0;
+}
+
+static int
+set_path(json_object *conf, const char *opt, const char *dir, const char *file)
+{
+  char p[MC_PATH];
+  snprintf(p, sizeof p, "%s/%s", dir, file);
+  json_object_object_add(conf, opt, json_object_new_string(p));
+  return 0;
+}
+
+/* Write or update DIR/tromcho.conf: other options already there are kept. */
+static int
+write_conf(const char *dir)
+{
+  char path[MC_PATH], tmp[MC_PATH];
+  snprintf(path, sizeof path, "%s/tromcho.conf", dir);
+  snprintf(tmp, sizeof tmp, "%s/tromcho.conf.tmp", dir);
+  json_object *conf = NULL;
+  if (exists(path)) {
+    conf = json_object_from_file(path);
+    if (!conf || !json_object_is_type(conf, json_type_object)) {
+      fprintf(stderr, "tromcho make-certs: %s exists but is not a JSON object; not touching it\n", path);
+      json_object_put(conf);
+      return -1;
+    }
+  }
+  else
+    conf = json_object_new_object();
+  set_path(conf, "osd_ca", dir, "osd_ca.crt");
+  set_path(conf, "client_ca", dir, "client_ca.crt");
+  set_path(conf, "mon_ca", dir, "mon_ca.crt");
+  /* The seed allows the OSD CA to be the OSD certificate too. */
+  set_path(conf, "osd_cert", dir, "osd_ca.crt");
+  set_path(conf, "osd_pkey", dir, "osd_ca.key");
+  set_path(conf, "antietcd_cert", dir, "antietcd.crt");
+  set_path(conf, "antietcd_key", dir, "antietcd.key");
+  set_path(conf, "etcd_ca", dir, "antietcd.crt");
+  set_path(conf, "mon_etcd_client_cert", dir, "mon_ca.crt");
+  set_path(conf, "mon_etcd_client_key", dir, "mon_ca.key");
+  set_path(conf, "cert", dir, "admin.crt");
+  set_path(conf, "pkey", dir, "admin.key");
+  int r = json_object_to_file_ext(tmp, conf, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+  json_object_put(conf);
+  if (r < 0 || rename(tmp, path) < 0) {
+    fprintf(stderr, "tromcho make-certs: write %s: %s\n", path, strerror(errno));
+    unlink(tmp);
+    return -1;
+  }
+  printf("wrote   %s\n", path);
+  return 0;
+}
+
+static int
+valid_user_name(const char *n)
+{
+  static const char *reserved[] = { "osd_ca", "client_ca", "mon_ca", "antietcd", "tromcho", NULL };
+  size_t len = strlen(n);
+  if (len == 0 || len > 64 || n[0] == '.' || n[0] == '-')
+    return 0;
+  for (const char *p = n; *p; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+          *p == '.' || *p == '_' || *p == '-' || *p == '@'))
+      return 0;
+  for (int i = 0; reserved[i]; i++)
+    if (!strcmp(n, reserved[i]))
+      return 0;
+  return 1;
+}
+
+static int
+make_all(const struct mc_opts *o)
+{
+  int made_osd, made_client, made_mon, made_gw, made_admin;
+  struct tc_cert_spec ca = { .is_ca = 1, .server = 1, .client = 1, .days = o->days };
+  ca.cn = "tromcho osd_ca";
+  if (issue(o, "osd_ca", &ca, NULL, o->force, &made_osd) < 0)
+    return 1;
+  ca.cn = "tromcho client_ca";
+  ca.server = ca.client = 0;
+  if (issue(o, "client_ca", &ca, NULL, o->force, &made_client) < 0)
+    return 1;
+  ca.cn = "tromcho mon_ca";
+  ca.server = ca.client = 1;
+  if (issue(o, "mon_ca", &ca, NULL, o->force, &made_mon) < 0)
+    return 1;
+  /* The gateway's TLS certificate is its own trust anchor (etcd_ca). */
+  struct tc_cert_spec gw = { .cn = "tromcho-gateway", .is_ca = 1, .server = 1, .client = 1, .days = o->days };
+  if (issue(o, "antietcd", &gw, NULL, o->force, &made_gw) < 0)
+    return 1;
+  struct tc_cert_spec admin = { .cn = "admin", .client = 1, .days = o->days };
+  /* A new client_ca orphans the old admin certificate: issue a new one. */
+  if (issue(o, "admin", &admin, "client_ca", o->force || made_client, &made_admin) < 0)
+    return 1;
+  if (write_conf(o->dir) < 0)
+    return 1;
+  return 0;
+}
+
+static int
+make_user(const struct mc_opts *o, const char *name)
+{
+  char ca[MC_PATH], cakey[MC_PATH];
+  if (!valid_user_name(name)) {
+    fprintf(stderr, "tromcho make-certs user: '%s' is not a valid user name "
+            "(1-64 of A-Z a-z 0-9 . _ - @, not a CA file name)\n", name);
+    return 1;
+  }
+  path_of(ca, sizeof ca, o->dir, "client_ca", "crt");
+  path_of(cakey, sizeof cakey, o->dir, "client_ca", "key");
+  if (!exists(ca) || !exists(cakey)) {
+    fprintf(stderr, "tromcho make-certs user: %s or %s missing (run tromcho make-certs --dir %s first)\n",
+            ca, cakey, o->dir);
+    return 1;
+  }
+  char crt[MC_PATH];
+  path_of(crt, sizeof crt, o->dir, name, "crt");
+  if (exists(crt) && !o->force) {
+    fprintf(stderr, "tromcho make-certs user: %s exists (--force replaces it)\n", crt);
+    return 1;
+  }
+  struct tc_cert_spec spec = { .cn = name, .client = 1, .days = o->days };
+  int made;
+  if (issue(o, name, &spec, "client_ca", 1, &made) < 0)
+    return 1;
+  if (o->admin)
+    printf("user %s is an administrator once the KV holds %s/config/user/%s = {\"type\":\"admin\"}\n",
+           name, "<etcd_prefix>", name);
+  return 0;
+}
+
+int
+cmd_make_certs(int argc, char **argv, struct tc_config *cfg)
+{
+  struct mc_opts o = { .dir = NULL, .days = 3650, .key_type = TC_KEY_ECDSA_P256 };
+  const char *user = NULL;
+  int i = 1;
+  if (i < argc && !strcmp(argv[i], "user")) {
+    if (i + 1 >= argc || argv[i + 1][0] == '-') {
+      fprintf(stderr, "tromcho make-certs user: missing NAME\n");
+      return 1;
+    }
+    user = argv[i + 1];
+    i += 2;
+  }
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--dir") && v) { o.dir = v; i++; }
+    else if (!strcmp(a, "--days") && v) {
+      char *end;
+      long d = strtol(v, &end, 10);
+      if (*end || d < 1 || d > 36500) {
+        fprintf(stderr, "tromcho make-certs: --days: '%s' is not a number of days from 1 to 36500\n", v);
+        return 1;
+      }
+      o.days = (int) d;
+      i++;
+    }
+    else if (!strcmp(a, "--key-type") && v) {
+      o.key_type = tc_key_type_parse(v);
+      if (o.key_type < 0) {
+        fprintf(stderr, "tromcho make-certs: --key-type: '%s' is not one of ecdsa, ed25519, rsa\n", v);
+        return 1;
+      }
+      i++;
+    }
+    else if (!strcmp(a, "--force")) o.force = 1;
+    else if (!strcmp(a, "--admin") && user) o.admin = 1;
+    else {
+      fprintf(stderr, "tromcho make-certs: unexpected argument '%s'\n"
+              "usage: tromcho make-certs --dir DIR [--days N] [--key-type ecdsa|ed25519|rsa] [--force]\n"
+              "       tromcho make-certs user NAME [--admin] --dir DIR [--days N] [--key-type T] [--force]\n", a);
+      return 1;
+    }
+  }
+  if (!o.dir) {
+    fprintf(stderr, "tromcho make-certs: --dir DIR is required\n");
+    return 1;
+  }
+  if (mkdir(o.dir, 0755) < 0 && errno != EEXIST) {
+    fprintf(stderr, "tromcho make-certs: mkdir %s: %s\n", o.dir, strerror(errno));
+    return 1;
+  }
+  char abs[PATH_MAX];
+  if (!realpath(o.dir, abs)) {
+    fprintf(stderr, "tromcho make-certs: %s: %s\n", o.dir, strerror(errno));
+    return 1;
+  }
+  o.dir = abs;
+  return user ? make_user(&o, user) : make_all(&o);
+}

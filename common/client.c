@@ -1,0 +1,494 @@
+/* The client API: images by name over the cluster (see client.h). */
+#include <config.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <json-c/json.h>
+#include "certs.h"
+#include "client.h"
+#include "cluster.h"
+#include "error.h"
+#include "kv_client.h"
+#include "log.h"
+#include "perms.h"
+
+#define MAX_LAYERS 64
+
+/* An image opened through this client (so resize reaches it). */
+struct open_image {
+  struct tc_client *cl;
+  struct tc_image *img;
+  uint64_t pool, id;
+  struct open_image *next;
+};
+
+struct tc_client {
+  const struct tc_config *cfg;
+  struct tc_kv *kv;
+  struct tc_cluster *cluster;
+  bool use_perms;
+  /* identity */
+  char *user_name;
+  char **groups;               /* NULL-terminated */
+  struct tc_user user;
+  struct tc_identity id;
+  pthread_mutex_t lock;        /* the open list */
+  struct open_image *open;
+};
+
+const char *
+tc_client_key(const struct tc_client *cl, char *buf, size_t len, const char *fmt, ...)
+{
+  size_t n = (size_t) snprintf(buf, len, "%s", tc_kv_prefix(cl->kv));
+  va_list ap;
+  va_start(ap, fmt);
+  if (n < len)
+    vsnprintf(buf + n, len - n, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+const struct tc_config *tc_client_config(const struct tc_client *cl) { return cl->cfg; }
+struct tc_kv *tc_client_kv(struct tc_client *cl) { return cl->kv; }
+struct tc_cluster *tc_client_cluster(struct tc_client *cl) { return cl->cluster; }
+const struct tc_identity *tc_client_identity(const struct tc_client *cl) { return &cl->id; }
+bool tc_client_use_perms(const struct tc_client *cl) { return cl->use_perms; }
+
+/* Who we are: the CN of our certificate and its /config/user record. */
+static int
+load_identity(struct tc_client *cl)
+{
+  cl->id.role = TC_ROLE_ANON;
+  if (!cl->use_perms)
+    return 0;
+  const char *cert = tc_config_str(cl->cfg, "cert"), *pkey = tc_config_str(cl->cfg, "pkey");
+  if (!cert || !pkey)
+    return tc_error(EINVAL, "use_perms is on but this client has no certificate (options cert and pkey)");
+  struct tc_cert_identity *ci = tc_cert_identity_load(cert, pkey, 0);
+  if (!ci)
+    return -1;
+  cl->user_name = strdup(tc_cert_identity_cn(ci));
+  tc_cert_identity_free(ci);
+  if (!cl->user_name)
+    return tc_error(ENOMEM, "client: out of memory");
+  cl->id.role = TC_ROLE_USER;
+  cl->id.name = cl->user_name;
+  cl->user.name = cl->user_name;
+  char key[512];
+  struct tc_kv_result res = { 0 };
+  if (tc_kv_get(cl->kv, tc_client_key(cl, key, sizeof key, "/config/user/%s", cl->user_name), 0, &res) < 0)
+    return -1;
+  if (res.n_kvs == 0) {    /* no record: a client in no group */
+    tc_kv_result_free(&res);
+    return 0;
+  }
+  json_object *o = json_tokener_parse((const char *) res.kvs[0].value), *f;
+  tc_kv_result_free(&res);
+  if (!o || !json_object_is_type(o, json_type_object)) {
+    json_object_put(o);
+    return tc_error(EINVAL, "user record /config/user/%s: not a JSON object", cl->user_name);
+  }
+  if (json_object_object_get_ex(o, "type", &f) && json_object_is_type(f, json_type_string))
+    cl->user.admin = strcmp(json_object_get_string(f), "admin") == 0;
+  if (json_object_object_get_ex(o, "groups", &f) && json_object_is_type(f, json_type_array)) {
+    size_t n = json_object_array_length(f);
+    if (!(cl->groups = calloc(n + 1, sizeof *cl->groups))) {
+      json_object_put(o);
+      return tc_error(ENOMEM, "client: out of memory");
+    }
+    for (size_t i = 0, k = 0; i < n; i++) {
+      json_object *g = json_object_array_get_idx(f, i);
+      if (json_object_is_type(g, json_type_string) && (cl->groups[k] = strdup(json_object_get_string(g))))
+        k++;
+    }
+    cl->user.groups = (const char *const *) cl->groups;
+  }
+  json_object_put(o);
+  cl->id.user = &cl->user;
+  return 0;
+}
+
+struct tc_client *
+tc_client_new(const struct tc_config *cfg)
+{
+  struct tc_client *cl = calloc(1, sizeof *cl);
+  if (!cl) {
+    tc_error(ENOMEM, "client: out of memory");
+    return NULL;
+  }
+  cl->cfg = cfg;
+  cl->use_perms = tc_config_bool(cfg, "use_perms");
+  pthread_mutex_init(&cl->lock, NULL);
+  if (!(cl->kv = tc_kv_new_from_config(cfg)) || load_identity(cl) < 0 ||
+      !(cl->cluster = tc_cluster_new(cfg, cl->kv))) {
+    int e = errno;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", tc_last_error());
+    tc_client_free(cl);
+    tc_error(e, "%s", msg);
+    return NULL;
+  }
+  return cl;
+}
+
+void
+tc_client_free(struct tc_client *cl)
+{
+  if (!cl)
+    return;
+  pthread_mutex_lock(&cl->lock);
+  int n = 0;
+  for (struct open_image *o = cl->open; o; o = o->next)
+    n++;
+  pthread_mutex_unlock(&cl->lock);
+  if (n)
+    tc_warn("client: freed with %d image(s) still open; closing them", n);
+  while (cl->open)
+    tc_image_free(cl->open->img);   /* the close hook unlinks it */
+  tc_cluster_free(cl->cluster);
+  tc_kv_free(cl->kv);
+  if (cl->groups)
+    for (char **g = cl->groups; *g; g++)
+      free(*g);
+  free(cl->groups);
+  free(cl->user_name);
+  pthread_mutex_destroy(&cl->lock);
+  free(cl);
+}
+
+static struct tc_image_acl
+acl_of(const struct tc_image_meta *m)
+{
+  return (struct tc_image_acl) { m->owner, m->owner_group, m->reader_group };
+}
+
+bool
+tc_client_may_read(const struct tc_client *cl, const struct tc_image_meta *m)
+{
+  struct tc_image_acl a = acl_of(m);
+  return !cl->use_perms || tc_perm_image_read(&cl->id, &a);
+}
+
+bool
+tc_client_may_write(const struct tc_client *cl, const struct tc_image_meta *m)
+{
+  struct tc_image_acl a = acl_of(m);
+  return !cl->use_perms || tc_perm_image_write(&cl->id, &a);
+}
+
+/* Read /config/inode/<pool>/<id>; ENOENT if absent. */
+static int
+read_inode(struct tc_client *cl, uint64_t pool, uint64_t id, struct tc_image_meta *m, int64_t *rev)
+{
+  char key[256];
+  struct tc_kv_result res = { 0 };
+  tc_client_key(cl, key, sizeof key, "/config/inode/%" PRIu64 "/%" PRIu64, pool, id);
+  if (tc_kv_get(cl->kv, key, 0, &res) < 0)
+    return -1;
+  if (res.n_kvs == 0) {
+    tc_kv_result_free(&res);
+    return tc_error(ENOENT, "inode %" PRIu64 "/%" PRIu64 ": no record", pool, id);
+  }
+  int r = tc_image_meta_parse(m, pool, id, (const char *) res.kvs[0].value, res.kvs[0].value_len);
+  if (rev)
+    *rev = res.kvs[0].mod_revision;
+  tc_kv_result_free(&res);
+  return r;
+}
+
+int
+tc_client_lookup(struct tc_client *cl, const char *name, struct tc_image_meta *m, int64_t *index_rev,
+                 int64_t *inode_rev)
+{
+  char key[512];
+  struct tc_kv_result res = { 0 };
+  memset(m, 0, sizeof *m);
+  if (!name || !*name)
+    return tc_error(EINVAL, "image name is empty");
+  if (tc_kv_get(cl->kv, tc_client_key(cl, key, sizeof key, "/index/image/%s", name), 0, &res) < 0)
+    return tc_error(errno, "image %s: %s", name, tc_last_error());
+  if (res.n_kvs == 0) {
+    tc_kv_result_free(&res);
+    return tc_error(ENOENT, "image %s: no such image", name);
+  }
+  uint64_t pool, id;
+  int r = tc_image_index_parse((const char *) res.kvs[0].value, res.kvs[0].value_len, &pool, &id);
+  if (index_rev)
+    *index_rev = res.kvs[0].mod_revision;
+  tc_kv_result_free(&res);
+  if (r < 0)
+    return tc_error(EINVAL, "image %s: %s", name, tc_last_error());
+  if (read_inode(cl, pool, id, m, inode_rev) < 0) {
+    if (errno == ENOENT)
+      return tc_error(ENOENT, "image %s: no such image (its index names inode %" PRIu64 "/%" PRIu64
+                      ", which has no record)", name, pool, id);
+    return tc_error(errno, "image %s: %s", name, tc_last_error());
+  }
+  if (!tc_client_may_read(cl, m)) {
+    tc_image_meta_clear(m);
+    return tc_error(ENOENT, "image %s: no such image (or permission denied)", name);
+  }
+  return 0;
+}
+
+int
+tc_client_stat(struct tc_client *cl, const char *name, struct tc_image_meta *m, bool *writable)
+{
+  if (tc_client_lookup(cl, name, m, NULL, NULL) < 0)
+    return -1;
+  if (writable)
+    *writable = !m->readonly && tc_client_may_write(cl, m);
+  return 0;
+}
+
+int
+tc_client_block_size(struct tc_client *cl, uint64_t pool, uint32_t *bs)
+{
+  struct tc_map *map = tc_cluster_map(cl->cluster);
+  const struct tc_pool_info *p = tc_map_pool(map, pool);
+  if (p)
+    *bs = p->block_size;
+  tc_map_unref(map);
+  if (!p)
+    return tc_error(ENXIO, "pool %" PRIu64 ": not in /config/pools", pool);
+  return 0;
+}
+
+static void
+image_closed(void *arg, struct tc_image *img)
+{
+  struct open_image *o = arg;
+  struct tc_client *cl = o->cl;
+  (void) img;
+  pthread_mutex_lock(&cl->lock);
+  for (struct open_image **p = &cl->open; *p; p = &(*p)->next)
+    if (*p == o) {
+      *p = o->next;
+      break;
+    }
+  pthread_mutex_unlock(&cl->lock);
+  free(o);
+}
+
+struct tc_image *
+tc_client_open_meta(struct tc_client *cl, const struct tc_image_meta *m, bool readonly, bool all_layers)
+{
+  struct tc_layer_desc *layers = calloc(MAX_LAYERS, sizeof *layers);
+  struct open_image *o = calloc(1, sizeof *o);
+  struct tc_image *img = NULL;
+  uint32_t bs = 0;
+  int n = 0;
+  if (!layers || !o) {
+    tc_error(ENOMEM, "image %s: out of memory", m->name);
+    goto out;
+  }
+  if (tc_client_block_size(cl, m->pool, &bs) < 0) {
+    tc_error(errno, "image %s: %s", m->name, tc_last_error());
+    goto out;
+  }
+  struct tc_image_meta cur = { 0 };
+  const struct tc_image_meta *lm = m;
+  for (;;) {
+    struct tc_layer_desc *d = &layers[n];
+    d->inode = TC_INODE(lm->pool, lm->id);
+    if (lm->enc_key) {
+      if (tc_image_key_resolve(cl->cfg, lm->name, lm->enc_key, d->key) < 0) {
+        tc_image_meta_clear(&cur);
+        goto out;
+      }
+      d->encrypted = true;
+    }
+    n++;
+    uint32_t lbs = 0;
+    if (tc_client_block_size(cl, lm->pool, &lbs) < 0 || lbs != bs) {
+      tc_error(EINVAL, "image %s: layer %s is in a pool with another block size", m->name, lm->name);
+      tc_image_meta_clear(&cur);
+      goto out;
+    }
+    if (!all_layers || !lm->parent_id)
+      break;
+    if (n == MAX_LAYERS) {
+      tc_error(ELOOP, "image %s: more than %d layers (a parent loop?)", m->name, MAX_LAYERS);
+      tc_image_meta_clear(&cur);
+      goto out;
+    }
+    uint64_t pp = lm->parent_pool, pi = lm->parent_id;
+    tc_image_meta_clear(&cur);
+    if (read_inode(cl, pp, pi, &cur, NULL) < 0) {
+      tc_error(errno, "image %s: its parent %" PRIu64 "/%" PRIu64 ": %s", m->name, pp, pi, tc_last_error());
+      goto out;
+    }
+    lm = &cur;
+  }
+  tc_image_meta_clear(&cur);
+  struct tc_objstore os = tc_cluster_objstore(cl->cluster);
+  if (!(img = tc_image_new(&os, bs, m->size, layers, n, readonly)))
+    goto out;
+  o->cl = cl;
+  o->img = img;
+  o->pool = m->pool;
+  o->id = m->id;
+  tc_image_set_close_hook(img, image_closed, o);
+  pthread_mutex_lock(&cl->lock);
+  o->next = cl->open;
+  cl->open = o;
+  pthread_mutex_unlock(&cl->lock);
+  o = NULL;
+out:
+  if (layers) {
+    tc_wipe(layers, MAX_LAYERS * sizeof *layers);
+    free(layers);
+  }
+  free(o);
+  return img;
+}
+
+struct tc_image *
+tc_client_open(struct tc_client *cl, const char *name, bool readonly)
+{
+  struct tc_image_meta m;
+  bool writable;
+  if (tc_client_stat(cl, name, &m, &writable) < 0)
+    return NULL;
+  struct tc_image *img = tc_client_open_meta(cl, &m, readonly || !writable || strchr(name, '@'), true);
+  tc_image_meta_clear(&m);
+  return img;
+}
+
+static int
+cmp_meta(const void *a, const void *b)
+{
+  return strcmp(((const struct tc_image_meta *) a)->name, ((const struct tc_image_meta *) b)->name);
+}
+
+int
+tc_client_all_images(struct tc_client *cl, struct tc_image_meta **out, size_t *nout)
+{
+  char key[256];
+  struct tc_kv_result res = { 0 };
+  *out = NULL;
+  *nout = 0;
+  tc_client_key(cl, key, sizeof key, "/config/inode/");
+  size_t plen = strlen(key);
+  if (tc_kv_get_prefix(cl->kv, key, 0, &res) < 0)
+    return -1;
+  struct tc_image_meta *v = calloc(res.n_kvs ? res.n_kvs : 1, sizeof *v);
+  if (!v) {
+    tc_kv_result_free(&res);
+    return tc_error(ENOMEM, "image list: out of memory");
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < res.n_kvs; i++) {
+    unsigned long long pool, id;
+    int used = 0;
+    if (sscanf((const char *) res.kvs[i].key + plen, "%llu/%llu%n", &pool, &id, &used) != 2 ||
+        (size_t) used != res.kvs[i].key_len - plen) {
+      tc_warn("image list: ignoring the odd key %s", (const char *) res.kvs[i].key);
+      continue;
+    }
+    if (tc_image_meta_parse(&v[n], pool, id, (const char *) res.kvs[i].value, res.kvs[i].value_len) < 0) {
+      tc_warn("image list: %s", tc_last_error());
+      continue;
+    }
+    n++;
+  }
+  tc_kv_result_free(&res);
+  qsort(v, n, sizeof *v, cmp_meta);
+  *out = v;
+  *nout = n;
+  return 0;
+}
+
+int
+tc_client_list(struct tc_client *cl, tc_client_list_cb cb, void *opaque)
+{
+  struct tc_image_meta *v;
+  size_t n;
+  if (tc_client_all_images(cl, &v, &n) < 0)
+    return -1;
+  int r = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (r == 0 && tc_client_may_read(cl, &v[i]))
+      r = cb(opaque, &v[i], !v[i].readonly && tc_client_may_write(cl, &v[i]));
+    tc_image_meta_clear(&v[i]);
+  }
+  free(v);
+  return r;
+}
+
+int
+tc_client_resize(struct tc_client *cl, const char *name, uint64_t size)
+{
+  for (int attempt = 0; attempt < 16; attempt++) {
+    struct tc_image_meta m;
+    int64_t irev;
+    if (tc_client_lookup(cl, name, &m, NULL, &irev) < 0)
+      return -1;
+    if (!tc_client_may_write(cl, &m)) {
+      tc_image_meta_clear(&m);
+      return tc_error(EACCES, "image %s: permission denied (resize needs write access)", name);
+    }
+    if (m.readonly) {
+      tc_image_meta_clear(&m);
+      return tc_error(EROFS, "image %s: read-only, cannot resize", name);
+    }
+    if (size % TC_SECTOR || size == 0) {
+      tc_image_meta_clear(&m);
+      return tc_error(EINVAL, "image %s: size %" PRIu64 " is not a positive multiple of 4096", name, size);
+    }
+    uint64_t old = m.size;
+    m.size = size;
+    char *json = tc_image_meta_json(&m);
+    char key[256];
+    tc_client_key(cl, key, sizeof key, "/config/inode/%" PRIu64 "/%" PRIu64, m.pool, m.id);
+    uint64_t pool = m.pool, id = m.id;
+    tc_image_meta_clear(&m);
+    if (!json)
+      return -1;
+    struct tc_kv_cmp cmp = { .key = key, .target = TC_KV_CMP_MOD, .result = TC_KV_EQUAL, .number = irev };
+    struct tc_kv_op put = { .type = TC_KV_PUT, .key = key, .value = json };
+    struct tc_kv_txn txn = { &cmp, 1, &put, 1, NULL, 0 };
+    struct tc_kv_result res = { 0 };
+    int r = tc_kv_txn(cl->kv, &txn, &res);
+    bool ok = r == 0 && res.succeeded;
+    tc_kv_result_free(&res);
+    free(json);
+    if (r < 0)
+      return tc_error(errno, "image %s: resize: %s", name, tc_last_error());
+    if (!ok)
+      continue;   /* changed meanwhile: read again */
+    pthread_mutex_lock(&cl->lock);
+    for (struct open_image *o = cl->open; o; o = o->next)
+      if (o->pool == pool && o->id == id)
+        tc_image_set_size(o->img, size);
+    pthread_mutex_unlock(&cl->lock);
+    if (size < old) {
+      /* Shrinking drops the data beyond the end, so growing again reads zeros. */
+      struct tc_osd_list_entry *e;
+      size_t ne;
+      uint64_t inode = TC_INODE(pool, id);
+      uint32_t bs;
+      if (tc_client_block_size(cl, pool, &bs) < 0 || tc_cluster_list(cl->cluster, inode, inode, 0, &e, &ne) < 0)
+        return tc_error(errno, "image %s: resized, but dropping the data beyond the end failed: %s", name,
+                        tc_last_error());
+      for (size_t i = 0; i < ne && r == 0; i++) {
+        if (e[i].inode != inode || e[i].offset + bs <= size)
+          continue;
+        uint64_t from = e[i].offset < size ? size : e[i].offset;
+        struct tc_objop op = { .code = TC_OBJ_DELETE, .inode = inode, .offset = from,
+                               .len = (uint32_t) (e[i].offset + bs - from) };
+        r = tc_cluster_run(cl->cluster, &op);
+      }
+      free(e);
+      if (r < 0)
+        return tc_error(errno, "image %s: resized, but dropping the data beyond the end failed: %s", name,
+                        tc_last_error());
+    }
+    return 0;
+  }
+  return tc_error(EAGAIN, "image %s: resize: the record kept changing, try again", name);
+}

@@ -1,0 +1,372 @@
+/* The event loop: epoll for fds, a sorted list for timers (few per
+ * connection, so a list is enough), an eventfd to wake the loop from other
+ * threads. */
+#include <config.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include "error.h"
+#include "evloop.h"
+
+struct fd_handler {
+  int fd;
+  int dead;
+  tc_evloop_fd_cb cb;
+  void *arg;
+  struct fd_handler *next_dead;
+};
+
+struct tc_timer {
+  uint64_t deadline;
+  tc_evloop_cb cb;
+  void *arg;
+  struct tc_timer *next;
+};
+
+struct call {
+  tc_evloop_cb cb;
+  void *arg;
+  struct call *next;
+};
+
+struct tc_evloop {
+  int epfd;
+  int wakefd;
+  struct fd_handler **fds;   /* indexed by fd */
+  int nfds;
+  struct fd_handler *dead;   /* freed at the end of a round */
+  struct tc_timer *timers;   /* sorted by deadline */
+  struct call *defer_head, *defer_tail;
+  pthread_mutex_t lock;      /* guards submitted and stop */
+  struct call *sub_head, *sub_tail;
+  int stop;
+};
+
+uint64_t
+tc_now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct tc_evloop *
+tc_evloop_new(void)
+{
+  struct tc_evloop *l = calloc(1, sizeof *l);
+  if (!l) {
+    tc_error(ENOMEM, "tc_evloop_new: out of memory");
+    return NULL;
+  }
+  l->epfd = epoll_create1(EPOLL_CLOEXEC);
+  l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (l->epfd < 0 || l->wakefd < 0) {
+    tc_error(errno, "tc_evloop_new: epoll_create1/eventfd: %s", strerror(errno));
+    if (l->epfd >= 0) close(l->epfd);
+    if (l->wakefd >= 0) close(l->wakefd);
+    free(l);
+    return NULL;
+  }
+  pthread_mutex_init(&l->lock, NULL);
+  struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+  if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) < 0) {
+    tc_error(errno, "tc_evloop_new: epoll_ctl(eventfd): %s", strerror(errno));
+    tc_evloop_free(l);
+    return NULL;
+  }
+  return l;
+}
+
+static void run_deferred(struct tc_evloop *l);
+
+static void
+free_dead(struct tc_evloop *l)
+{
+  while (l->dead) {
+    struct fd_handler *h = l->dead;
+    l->dead = h->next_dead;
+    free(h);
+  }
+}
+
+static void
+free_calls(struct call *c)
+{
+  while (c) {
+    struct call *n = c->next;
+    free(c);
+    c = n;
+  }
+}
+
+void
+tc_evloop_free(struct tc_evloop *l)
+{
+  if (!l)
+    return;
+  run_deferred(l);
+  for (int i = 0; i < l->nfds; i++)
+    free(l->fds[i]);
+  free(l->fds);
+  free_dead(l);
+  while (l->timers) {
+    struct tc_timer *t = l->timers;
+    l->timers = t->next;
+    free(t);
+  }
+  free_calls(l->defer_head);
+  free_calls(l->sub_head);
+  close(l->epfd);
+  close(l->wakefd);
+  pthread_mutex_destroy(&l->lock);
+  free(l);
+}
+
+int
+tc_evloop_add_fd(struct tc_evloop *l, int fd, uint32_t events, tc_evloop_fd_cb cb, void *arg)
+{
+  if (fd < 0)
+    return tc_error(EBADF, "tc_evloop_add_fd: bad fd %d", fd);
+  if (fd >= l->nfds) {
+    int n = l->nfds ? l->nfds : 64;
+    while (n <= fd)
+      n *= 2;
+    struct fd_handler **a = realloc(l->fds, n * sizeof *a);
+    if (!a)
+      return tc_error(ENOMEM, "tc_evloop_add_fd: out of memory");
+    memset(a + l->nfds, 0, (n - l->nfds) * sizeof *a);
+    l->fds = a;
+    l->nfds = n;
+  }
+  if (l->fds[fd])
+    return tc_error(EEXIST, "tc_evloop_add_fd: fd %d is already watched", fd);
+  struct fd_handler *h = calloc(1, sizeof *h);
+  if (!h)
+    return tc_error(ENOMEM, "tc_evloop_add_fd: out of memory");
+  h->fd = fd;
+  h->cb = cb;
+  h->arg = arg;
+  struct epoll_event ev = { .events = events, .data.ptr = h };
+  if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+    int e = errno;
+    free(h);
+    return tc_error(e, "tc_evloop_add_fd: epoll_ctl(ADD, %d): %s", fd, strerror(e));
+  }
+  l->fds[fd] = h;
+  return 0;
+}
+
+int
+tc_evloop_mod_fd(struct tc_evloop *l, int fd, uint32_t events)
+{
+  if (fd < 0 || fd >= l->nfds || !l->fds[fd])
+    return tc_error(ENOENT, "tc_evloop_mod_fd: fd %d is not watched", fd);
+  struct epoll_event ev = { .events = events, .data.ptr = l->fds[fd] };
+  if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev) < 0)
+    return tc_error(errno, "tc_evloop_mod_fd: epoll_ctl(MOD, %d): %s", fd, strerror(errno));
+  return 0;
+}
+
+int
+tc_evloop_del_fd(struct tc_evloop *l, int fd)
+{
+  if (fd < 0 || fd >= l->nfds || !l->fds[fd])
+    return tc_error(ENOENT, "tc_evloop_del_fd: fd %d is not watched", fd);
+  struct fd_handler *h = l->fds[fd];
+  l->fds[fd] = NULL;
+  epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+  /* Events of this round may still point at h: keep it until the round ends. */
+  h->dead = 1;
+  h->next_dead = l->dead;
+  l->dead = h;
+  return 0;
+}
+
+struct tc_timer *
+tc_evloop_timer_add(struct tc_evloop *l, uint64_t ms, tc_evloop_cb cb, void *arg)
+{
+  struct tc_timer *t = calloc(1, sizeof *t);
+  if (!t) {
+    tc_error(ENOMEM, "tc_evloop_timer_add: out of memory");
+    return NULL;
+  }
+  t->deadline = tc_now_ms() + ms;
+  t->cb = cb;
+  t->arg = arg;
+  struct tc_timer **p = &l->timers;
+  while (*p && (*p)->deadline <= t->deadline)
+    p = &(*p)->next;
+  t->next = *p;
+  *p = t;
+  return t;
+}
+
+void
+tc_evloop_timer_cancel(struct tc_evloop *l, struct tc_timer *t)
+{
+  for (struct tc_timer **p = &l->timers; *p; p = &(*p)->next)
+    if (*p == t) {
+      *p = t->next;
+      free(t);
+      return;
+    }
+}
+
+static struct call *
+new_call(tc_evloop_cb cb, void *arg)
+{
+  struct call *c = calloc(1, sizeof *c);
+  if (c) {
+    c->cb = cb;
+    c->arg = arg;
+  }
+  return c;
+}
+
+int
+tc_evloop_defer(struct tc_evloop *l, tc_evloop_cb cb, void *arg)
+{
+  struct call *c = new_call(cb, arg);
+  if (!c)
+    return tc_error(ENOMEM, "tc_evloop_defer: out of memory");
+  if (l->defer_tail)
+    l->defer_tail->next = c;
+  else
+    l->defer_head = c;
+  l->defer_tail = c;
+  return 0;
+}
+
+static void
+wake(struct tc_evloop *l)
+{
+  uint64_t one = 1;
+  /* EAGAIN means the counter is already non-zero: the loop will wake. */
+  if (write(l->wakefd, &one, sizeof one) < 0 && errno != EAGAIN)
+    abort();
+}
+
+int
+tc_evloop_submit(struct tc_evloop *l, tc_evloop_cb cb, void *arg)
+{
+  struct call *c = new_call(cb, arg);
+  if (!c)
+    return tc_error(ENOMEM, "tc_evloop_submit: out of memory");
+  pthread_mutex_lock(&l->lock);
+  if (l->sub_tail)
+    l->sub_tail->next = c;
+  else
+    l->sub_head = c;
+  l->sub_tail = c;
+  pthread_mutex_unlock(&l->lock);
+  wake(l);
+  return 0;
+}
+
+void
+tc_evloop_stop(struct tc_evloop *l)
+{
+  pthread_mutex_lock(&l->lock);
+  l->stop = 1;
+  pthread_mutex_unlock(&l->lock);
+  wake(l);
+}
+
+static void
+run_submitted(struct tc_evloop *l)
+{
+  pthread_mutex_lock(&l->lock);
+  struct call *c = l->sub_head;
+  l->sub_head = l->sub_tail = NULL;
+  pthread_mutex_unlock(&l->lock);
+  while (c) {
+    struct call *n = c->next;
+    c->cb(l, c->arg);
+    free(c);
+    c = n;
+  }
+}
+
+static void
+run_deferred(struct tc_evloop *l)
+{
+  while (l->defer_head) {
+    struct call *c = l->defer_head;
+    l->defer_head = c->next;
+    if (!l->defer_head)
+      l->defer_tail = NULL;
+    c->cb(l, c->arg);
+    free(c);
+  }
+}
+
+static void
+run_timers(struct tc_evloop *l)
+{
+  uint64_t now = tc_now_ms();
+  while (l->timers && l->timers->deadline <= now) {
+    struct tc_timer *t = l->timers;
+    l->timers = t->next;
+    tc_evloop_cb cb = t->cb;
+    void *arg = t->arg;
+    free(t);
+    cb(l, arg);
+  }
+}
+
+int
+tc_evloop_run_once(struct tc_evloop *l, int timeout_ms)
+{
+  if (l->defer_head)
+    timeout_ms = 0;
+  if (l->timers) {
+    uint64_t now = tc_now_ms();
+    int64_t left = l->timers->deadline > now ? (int64_t) (l->timers->deadline - now) : 0;
+    if (timeout_ms < 0 || left < timeout_ms)
+      timeout_ms = (int) left;
+  }
+  struct epoll_event evs[64];
+  int n = epoll_wait(l->epfd, evs, 64, timeout_ms);
+  if (n < 0) {
+    if (errno == EINTR)
+      n = 0;
+    else
+      return tc_error(errno, "tc_evloop_run_once: epoll_wait: %s", strerror(errno));
+  }
+  for (int i = 0; i < n; i++) {
+    struct fd_handler *h = evs[i].data.ptr;
+    if (!h) {
+      uint64_t v;
+      if (read(l->wakefd, &v, sizeof v) < 0 && errno != EAGAIN)
+        return tc_error(errno, "tc_evloop_run_once: read(eventfd): %s", strerror(errno));
+      run_submitted(l);
+      continue;
+    }
+    if (!h->dead)
+      h->cb(l, h->fd, evs[i].events, h->arg);
+  }
+  run_timers(l);
+  run_deferred(l);
+  free_dead(l);
+  return 0;
+}
+
+int
+tc_evloop_run(struct tc_evloop *l)
+{
+  for (;;) {
+    pthread_mutex_lock(&l->lock);
+    int stop = l->stop;
+    l->stop = 0;
+    pthread_mutex_unlock(&l->lock);
+    if (stop)
+      return 0;
+    if (tc_evloop_run_once(l, -1) < 0)
+      return -1;
+  }
+}

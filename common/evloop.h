@@ -1,0 +1,61 @@
+/* A small epoll event loop: fd callbacks, one-shot timers, deferred calls
+ * and a thread-safe submit. One loop runs on one thread (the OSD's loop,
+ * the client's I/O thread); everything except tc_evloop_submit() and
+ * tc_evloop_stop() must be called on that thread.
+ *
+ * Usage:
+ *   struct tc_evloop *loop = tc_evloop_new();
+ *   tc_evloop_add_fd(loop, fd, EPOLLIN, on_readable, ctx);
+ *   struct tc_timer *t = tc_evloop_timer_add(loop, 5000, on_timeout, ctx);
+ *   tc_evloop_run(loop);            // until tc_evloop_stop()
+ *
+ * Callbacks may add, modify or delete any fd or timer, including their own:
+ * a deleted fd's pending events of the current round are dropped. Deferred
+ * calls (tc_evloop_defer) run after the current round of events, on the loop
+ * thread, in the order they were made: use them to free an object from
+ * inside one of its own callbacks. */
+#ifndef TROMCHO_EVLOOP_H
+#define TROMCHO_EVLOOP_H
+#include <stdint.h>
+#include <sys/epoll.h>
+
+struct tc_evloop;
+struct tc_timer;
+
+/* events is a mask of EPOLLIN, EPOLLOUT, EPOLLERR, EPOLLHUP, EPOLLRDHUP. */
+typedef void (*tc_evloop_fd_cb)(struct tc_evloop *loop, int fd, uint32_t events, void *arg);
+typedef void (*tc_evloop_cb)(struct tc_evloop *loop, void *arg);
+
+struct tc_evloop *tc_evloop_new(void);
+/* Frees the loop: runs pending deferred calls first (they free objects),
+ * drops submitted calls and timers. Registered fds are not closed. */
+void tc_evloop_free(struct tc_evloop *loop);
+
+/* Watch fd (level-triggered). One registration per fd. */
+int tc_evloop_add_fd(struct tc_evloop *loop, int fd, uint32_t events, tc_evloop_fd_cb cb, void *arg);
+int tc_evloop_mod_fd(struct tc_evloop *loop, int fd, uint32_t events);
+/* Stop watching fd (does not close it). */
+int tc_evloop_del_fd(struct tc_evloop *loop, int fd);
+
+/* Call cb once, after ms milliseconds. The handle is valid until the
+ * callback runs or the timer is cancelled. */
+struct tc_timer *tc_evloop_timer_add(struct tc_evloop *loop, uint64_t ms, tc_evloop_cb cb, void *arg);
+void tc_evloop_timer_cancel(struct tc_evloop *loop, struct tc_timer *t);
+
+/* Run cb(arg) on the loop thread after the current round (loop thread only). */
+int tc_evloop_defer(struct tc_evloop *loop, tc_evloop_cb cb, void *arg);
+/* Thread-safe: run cb(arg) on the loop thread soon, waking the loop. */
+int tc_evloop_submit(struct tc_evloop *loop, tc_evloop_cb cb, void *arg);
+
+/* Run rounds until tc_evloop_stop(). Returns 0, or -1 if epoll fails. */
+int tc_evloop_run(struct tc_evloop *loop);
+/* One round: wait at most timeout_ms (-1: until something happens), run the
+ * ready callbacks, expired timers, submitted and deferred calls. */
+int tc_evloop_run_once(struct tc_evloop *loop, int timeout_ms);
+/* Thread-safe: make tc_evloop_run() return after the current round. */
+void tc_evloop_stop(struct tc_evloop *loop);
+
+/* Monotonic milliseconds. */
+uint64_t tc_now_ms(void);
+
+#endif

@@ -1,0 +1,58 @@
+/* Image administration (Vitastor's model): create, snapshot, clone,
+ * flatten, delete, rename and modify, over a tc_client. Used by the CLI
+ * now and by the gateway's admin API later.
+ *
+ * Every change of the KV is one compare-and-swap transaction, retried when
+ * a record changed in between. A snapshot renames the image's current inode
+ * to NAME@SNAP (read-only) and gives NAME a new inode whose parent it is.
+ * Deleting an image deletes its objects on the OSDs first (SEC_LIST limited
+ * to its inode, then DELETE per object) and refuses an image with children.
+ * Rights (use_perms): create and clone need the pool's creator_group (or
+ * admin); snapshot, flatten, delete and modify need write access.
+ *
+ * Return 0, or -1 with errno and tc_last_error() naming the image:
+ * ENOENT, EEXIST, EACCES, EBUSY (has children), EINVAL (bad name, size, key). */
+#ifndef TROMCHO_IMAGE_ADMIN_H
+#define TROMCHO_IMAGE_ADMIN_H
+#include <stdint.h>
+#include "client.h"
+
+struct tc_admin_create_opts {
+  const char *name;
+  uint64_t size;              /* bytes, multiple of 4096; 0 with a parent: the parent's size */
+  const char *pool;           /* name or id; NULL: the parent's pool, else the only pool */
+  const char *enc_key;        /* NULL: none (or the parent's key for a clone); "auto": a new
+                               * random key; "none"; 128 hex digits; "vault:ID" */
+  const char *owner;          /* NULL: the caller (use_perms) */
+  const char *owner_group, *reader_group;
+  const char *parent;         /* "NAME@SNAP": a clone of that snapshot */
+};
+int tc_admin_create(struct tc_client *cl, const struct tc_admin_create_opts *o);
+
+/* "NAME@SNAP": snapshot NAME. */
+int tc_admin_snapshot(struct tc_client *cl, const char *snap);
+
+/* Copy every sector NAME sees through its parents into NAME itself,
+ * encrypted with NAME's key, then drop the parent link. */
+int tc_admin_flatten(struct tc_client *cl, const char *name);
+
+/* Delete NAME (or NAME@SNAP): its objects, then its records. */
+int tc_admin_delete(struct tc_client *cl, const char *name);
+
+struct tc_admin_modify_opts {
+  uint64_t resize;            /* 0: keep */
+  const char *rename;         /* NULL: keep */
+  int readonly;               /* -1 keep, 0 read-write, 1 read-only */
+  const char *owner, *owner_group, *reader_group;   /* NULL keep, "" clear */
+};
+int tc_admin_modify(struct tc_client *cl, const char *name, const struct tc_admin_modify_opts *o);
+
+/* Bytes stored per inode of one pool (sum over objects of present sectors
+ * x 4096), by SEC_LIST. cb(opaque, inode, bytes) for each inode found. */
+int tc_admin_usage(struct tc_client *cl, uint64_t pool, int timeout_ms,
+                   void (*cb)(void *opaque, uint64_t inode, uint64_t bytes), void *opaque);
+
+/* Whether a name may be an image name (snapshot: exactly one '@'). */
+int tc_admin_check_name(const char *name, bool snapshot);
+
+#endif

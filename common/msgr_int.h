@@ -1,0 +1,198 @@
+/* Messenger internals shared by msgr*.c and the fuzz targets; not a public
+ * API (see msgr.h). */
+#ifndef TROMCHO_MSGR_INT_H
+#define TROMCHO_MSGR_INT_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include "certs.h"
+#include "crypto.h"
+#include "frame.h"
+#include "msgr.h"
+
+/* A growable byte buffer. */
+struct tc_buf {
+  uint8_t *p;
+  size_t len, cap;
+};
+int tc_buf_append(struct tc_buf *b, const void *data, size_t len);
+void tc_buf_consume(struct tc_buf *b, size_t n);
+void tc_buf_free(struct tc_buf *b);
+
+/* ---- frames (msgr_frame.c): pure functions over one connection's state ---- */
+
+#define TC_FRAME_TAG 16
+#define TC_FRAME_HDR_MAX (sizeof(struct tc_frame_hdr) + TC_FRAME_TAG)
+#define TC_REKEY_LOG2_DEFAULT 20
+#define TC_REKEY_LOG2_MIN 2
+#define TC_REKEY_LOG2_MAX 23   /* always well before 2^24 records per key */
+
+/* One direction's record protection. */
+struct tc_msgr_dir {
+  struct tc_gcm *gcm;
+  uint8_t secret[TC_SHA256_SIZE];
+  uint8_t iv[TC_GCM_NONCE_SIZE];
+  uint64_t seq;
+  int rekey_log2;
+  uint64_t rekeys;
+};
+
+struct tc_frame_ctx {
+  int mode;
+  int keyed;
+  uint64_t salt;
+  uint32_t max_frame;
+  struct tc_msgr_dir tx, rx;
+};
+
+/* Set up a keyed context from the two traffic secrets. */
+int tc_frame_ctx_keys(struct tc_frame_ctx *f, const uint8_t tx_secret[32], const uint8_t rx_secret[32],
+                      uint64_t salt, int rekey_log2);
+void tc_frame_ctx_clear(struct tc_frame_ctx *f);
+size_t tc_frame_hdr_wire(const struct tc_frame_ctx *f);
+size_t tc_frame_payload_wire(const struct tc_frame_ctx *f, uint32_t len);
+/* Fill magic, len, checksum, hdr_check of hdr and write its wire form to
+ * out (tc_frame_hdr_wire() bytes). In gcm, then seal the payload with
+ * tc_frame_seal_payload() before sealing any other frame. */
+int tc_frame_seal_hdr(struct tc_frame_ctx *f, struct tc_frame_hdr *hdr, const struct iovec *iov,
+                      int iovcnt, uint8_t out[TC_FRAME_HDR_MAX]);
+int tc_frame_seal_payload(struct tc_frame_ctx *f, const struct iovec *iov, int iovcnt,
+                          uint8_t tag[TC_FRAME_TAG]);
+/* Open a wire header (tc_frame_hdr_wire() bytes) into hdr: checks the tag
+ * or hdr_check, the magic and the length limit. */
+int tc_frame_open_hdr(struct tc_frame_ctx *f, const uint8_t *wire, struct tc_frame_hdr *hdr);
+/* Check (payload) or open in place (gcm) the payload of hdr; tag is the 16
+ * bytes after it in gcm. */
+int tc_frame_open_payload(struct tc_frame_ctx *f, const struct tc_frame_hdr *hdr, void *payload,
+                          const uint8_t *tag);
+
+/* ---- handshake (msgr_handshake.c) ---- */
+
+#define TC_HS_MAX_MSG 32768
+
+struct tc_hs_cfg {
+  int mode, force;
+  struct tc_cert_identity *id;
+  struct tc_cert_trust *osd_ca, *client_ca, *mon_ca;
+  unsigned allowed_roles;
+  int rekey_log2;
+};
+
+struct tc_hs {
+  const struct tc_hs_cfg *cfg;
+  int is_server, state;
+  uint8_t priv[32], pub[32], peer_pub[32];
+  uint8_t master[32], c_fin[32], s_fin[32];
+  struct tc_buf transcript;
+  int want_keys, keyed, mode, rekey_log2;
+  struct tc_cert_peer *peer;
+  uint8_t th_cv[32];           /* transcript hash the next CertVerify signs */
+  struct tc_msgr_identity ident;
+  /* results when done */
+  uint8_t c2s[32], s2c[32];
+  uint64_t salt;
+};
+
+/* Decide the mode (see msgr.h) from both sides' settings. Returns the mode
+ * or -1 with why filled in. */
+int tc_msgr_negotiate(int cmode, int cforce, int smode, int sforce, int keyed, char *why, size_t whylen);
+
+int tc_hs_init(struct tc_hs *hs, const struct tc_hs_cfg *cfg, int is_server);
+void tc_hs_clear(struct tc_hs *hs);
+/* Client: append the ClientHello to out. */
+int tc_hs_start(struct tc_hs *hs, struct tc_buf *out);
+/* Consume the complete messages at the front of in (*used bytes), append
+ * what to send to out. Returns 0 (more needed), 1 (done: results valid) or
+ * -1 (refused: tc_last_error() says why; out may hold an alert to send). */
+int tc_hs_feed(struct tc_hs *hs, const uint8_t *in, size_t len, size_t *used, struct tc_buf *out);
+
+/* ---- endpoint and connections (msgr.c, msgr_conn.c) ---- */
+
+struct tc_msgr {
+  struct tc_evloop *loop;
+  struct tc_hs_cfg hs;
+  uint32_t max_ops;
+  uint64_t max_bytes;
+  uint32_t max_frame;
+  int hs_timeout_ms;
+  tc_msgr_request_cb on_request;
+  tc_msgr_conn_cb on_conn;
+  void *arg;
+  int listen_fd, listen_port;
+  struct tc_msgr_conn *conns;      /* live connections */
+  struct tc_msgr_conn *flushq;     /* connections with output to write */
+  struct tc_msgr_conn *dead;       /* closed, waiting to be freed */
+  int post_scheduled, freeing;
+};
+
+struct tc_out {
+  struct tc_out *next;
+  int iovcnt, iovpos;
+  size_t off;                      /* into iov[iovpos] */
+  void *owned;                     /* freed once written */
+  void (*free_fn)(void *);
+  void *free_arg;
+  struct tc_msgr_req *req;         /* a request being written */
+  int is_reply;
+  size_t bytes;
+  uint8_t hdr[TC_FRAME_HDR_MAX];
+  uint8_t tag[TC_FRAME_TAG];
+  struct iovec iov[TC_MSGR_MAX_IOV + 2];
+};
+
+enum { C_CONNECTING, C_HANDSHAKE, C_UP, C_CLOSED };
+enum { R_HDR, R_PAYLOAD };
+#define TC_MSGR_HASH 256
+
+struct tc_msgr_conn {
+  struct tc_msgr *m;
+  struct tc_msgr_conn *next, *prev;   /* in m->conns */
+  struct tc_msgr_conn *next_flush, *next_dead;
+  int in_flushq;
+  int fd, state, is_server, close_err, up_reported, clean_eof;
+  char peername[64];
+  char close_reason[700];
+  tc_msgr_conn_cb cb;
+  void *cb_arg, *data;
+  struct tc_timer *hs_timer;
+  struct tc_hs hs;
+  struct tc_buf hsout;
+  struct tc_frame_ctx fr;
+  struct tc_msgr_identity peer;
+  /* reading */
+  uint8_t *rbuf;
+  size_t rpos, rlen, rcap;
+  int rstate, paused;
+  struct tc_frame_hdr cur;
+  uint8_t *pl;
+  int pl_owned;
+  size_t pl_got, pl_need;
+  uint8_t pl_tag[TC_FRAME_TAG];
+  struct tc_msgr_req *cur_req;
+  /* writing */
+  struct tc_out *out_head, *out_tail;
+  size_t out_bytes;
+  int want_out;
+  /* client side */
+  struct tc_msgr_req *wait_head, *wait_tail;
+  struct tc_msgr_req *inflight[TC_MSGR_HASH];
+  uint64_t next_req_id;
+  uint32_t ops;
+  uint64_t bytes;
+  uint64_t nwaiting;
+  /* server side */
+  uint32_t srv_ops;
+  struct tc_msgr_stats st;
+};
+
+/* msgr_conn.c */
+struct tc_msgr_conn *tc_msgr_conn_new(struct tc_msgr *m, int fd, int is_server, const char *peername);
+void tc_msgr_conn_start(struct tc_msgr_conn *c);      /* socket connected: begin the handshake */
+void tc_msgr_conn_destroy(struct tc_msgr_conn *c);    /* free a closed connection (DOWN runs) */
+void tc_msgr_conn_flush(struct tc_msgr_conn *c);
+void tc_msgr_conn_fail(struct tc_msgr_conn *c, int err, const char *fmt, ...)
+  __attribute__((format(printf, 3, 4)));
+/* msgr.c */
+void tc_msgr_schedule_post(struct tc_msgr *m);
+
+#endif

@@ -1,0 +1,23 @@
+/* The KV service: the etcd v3 JSON HTTP API over libmicrohttpd. */
+#ifndef TROMCHO_HTTP_H
+#define TROMCHO_HTTP_H
+#include <stddef.h>
+#include "kvstore.h"
+#include "lease.h"
+#include "tc_config.h"
+
+struct kv_server;
+
+/* Listen on gateway_address and serve. NULL with tc_last_error() naming
+ * the address on a bad address or a port in use. */
+struct kv_server *kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l);
+/* The address actually bound (host:port). */
+const char *kv_server_address(struct kv_server *srv);
+void kv_server_stop(struct kv_server *srv);
+
+/* Route one request; status receives the HTTP status. For tests and the
+ * fuzz target: no streaming endpoints (watch, keepalive) through here. */
+char *kv_handle(struct kvs *s, struct leases *l, const char *method, const char *path,
+                const char *body, size_t len, int *status, size_t *outlen);
+
+#endif

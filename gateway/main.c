@@ -1,0 +1,98 @@
+/* tromcho-gateway: the control plane. Serves the etcd v3 JSON API from its
+ * embedded store and runs the monitor. */
+#include <config.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include "http.h"
+#include "kvstore.h"
+#include "lease.h"
+#include "monitor.h"
+#include "error.h"
+#include "log.h"
+#include "tc_config.h"
+
+static void
+usage(FILE *f)
+{
+  fprintf(f, "Usage: tromcho-gateway [--config PATH] [--OPTION VALUE]...\n\n"
+          "Serves the etcd v3 JSON API (/v3/kv/*, /v3/watch, /v3/lease/*, /health,\n"
+          "/version) on gateway_address from an embedded store in gateway_data, and\n"
+          "runs the monitor. Stops cleanly on SIGTERM or SIGINT.\n\n"
+          "Options of the gateway:\n"
+          "  --gateway_address HOST:PORT    where the KV API listens (default 127.0.0.1:2379)\n"
+          "  --gateway_data DIR             folder of the store (default /var/lib/tromcho/gateway)\n"
+          "  --gateway_store_size SIZE      largest size the store may reach (default 64G)\n"
+          "  --gateway_max_request_bytes N  largest request body (default 16M)\n"
+          "  --log_level LEVEL              error, warn, info or debug\n\n");
+  tc_config_print_help(f);
+}
+
+int
+main(int argc, char **argv)
+{
+  tc_log_open("tromcho-gateway", 0);
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--version")) {
+      printf("tromcho-gateway %s\n", PACKAGE_VERSION);
+      return 0;
+    }
+  struct tc_config *cfg = tc_config_load(&argc, argv);
+  if (!cfg) {
+    fprintf(stderr, "tromcho-gateway: %s\n", tc_last_error());
+    return 1;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "tromcho-gateway: unknown argument '%s' (see --help)\n", argv[1]);
+    tc_config_free(cfg);
+    return 1;
+  }
+  int lvl = tc_log_level_parse(tc_config_str(cfg, "log_level"));
+  if (lvl < 0) {
+    fprintf(stderr, "tromcho-gateway: option log_level: '%s' is not one of error, warn, info, debug\n",
+            tc_config_str(cfg, "log_level"));
+    tc_config_free(cfg);
+    return 1;
+  }
+  tc_log_set_level(lvl);
+
+  /* Threads inherit this mask: only main takes SIGTERM/SIGINT (sigwait). */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  int status = 1;
+  struct leases *l = NULL;
+  struct kv_server *srv = NULL;
+  struct tc_monitor *mon = NULL;
+  struct kvs *s = kvs_open(tc_config_str(cfg, "gateway_data"), tc_config_int(cfg, "gateway_store_size"));
+  if (!s)
+    goto fail;
+  if (!(l = leases_start(s)) || !(srv = kv_server_start(cfg, s, l)))
+    goto fail;
+  tc_info("KV API on http://%s, store in %s at revision %lld", kv_server_address(srv),
+          tc_config_str(cfg, "gateway_data"), (long long) kvs_revision(s));
+  if (!(mon = tc_monitor_start(cfg)))
+    goto fail;
+  int sig;
+  sigwait(&set, &sig);
+  tc_info("signal %d: stopping", sig);
+  status = 0;
+  goto stop;
+fail:
+  fprintf(stderr, "tromcho-gateway: %s\n", tc_last_error());
+stop:
+  if (mon)
+    tc_monitor_stop(mon);
+  kv_server_stop(srv);
+  leases_stop(l);
+  kvs_close(s);
+  tc_config_free(cfg);
+  return status;
+}

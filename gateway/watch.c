@@ -1,0 +1,223 @@
+/* Watch streams (see watch.h). */
+#include <config.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
+#include "watch.h"
+#include "log.h"
+
+#define BATCH_EVENTS 1000          /* events per message, whole revisions */
+#define BATCH_BYTES (4 << 20)
+
+struct watch_stream {
+  struct kvs *s;
+  struct kv_watch_req req;
+  int64_t next_rev;
+  int fd;
+  const volatile bool *stopping;
+  bool created, ending;
+  char *out;
+  size_t outlen, outpos;
+};
+
+struct watch_stream *
+watch_new(struct kvs *s, const struct caller *who, struct kv_watch_req *req, int fd,
+          const volatile bool *stopping)
+{
+  (void) who;   /* the access filter decides on the range here */
+  struct watch_stream *w = calloc(1, sizeof *w);
+  if (!w)
+    return NULL;
+  w->s = s;
+  w->req = *req;
+  memset(req, 0, sizeof *req);
+  w->fd = fd;
+  w->stopping = stopping;
+  return w;
+}
+
+void
+watch_free(void *cls)
+{
+  struct watch_stream *w = cls;
+  if (!w)
+    return;
+  free(w->req.key.p);
+  free(w->req.end.p);
+  free(w->out);
+  free(w);
+}
+
+/* Queue {"result": result}\n for sending; takes result. */
+static int
+emit(struct watch_stream *w, json_object *result)
+{
+  json_object *o = json_object_new_object();
+  json_object_object_add(o, "result", result);
+  size_t len;
+  const char *s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+  free(w->out);
+  w->out = malloc(len + 1);
+  if (!w->out) {
+    json_object_put(o);
+    return -1;
+  }
+  memcpy(w->out, s, len);
+  w->out[len] = '\n';
+  w->outlen = len + 1;
+  w->outpos = 0;
+  json_object_put(o);
+  return 0;
+}
+
+static json_object *
+result_new(struct watch_stream *w, int64_t rev)
+{
+  json_object *r = json_object_new_object();
+  json_object_object_add(r, "header", kvx_header(w->s, rev));
+  if (w->req.watch_id)
+    json_object_object_add(r, "watch_id", kvx_int64(w->req.watch_id));
+  return r;
+}
+
+static void
+emit_canceled(struct watch_stream *w, int64_t compact_rev)
+{
+  json_object *r = result_new(w, 0);
+  json_object_object_add(r, "canceled", json_object_new_boolean(1));
+  json_object_object_add(r, "compact_revision", kvx_int64(compact_rev));
+  emit(w, r);
+  w->ending = true;
+}
+
+struct scan {
+  struct watch_stream *w;
+  struct kvs_txn *tx;
+  json_object *events;
+  size_t count, bytes;
+  int64_t last_rev, stopped_at;
+  struct kv_err *err;
+  bool failed;
+};
+
+static int
+event_cb(void *opaque, int type, const struct kv_rec *r)
+{
+  struct scan *sc = opaque;
+  struct watch_stream *w = sc->w;
+  if (r->mod_rev != sc->last_rev && (sc->count >= BATCH_EVENTS || sc->bytes >= BATCH_BYTES)) {
+    sc->stopped_at = r->mod_rev;
+    return 1;
+  }
+  sc->last_rev = r->mod_rev;
+  if (!kv_in_range(r->key, r->klen, w->req.key.p, w->req.key.n, w->req.end.p, w->req.end.n))
+    return 0;
+  if ((type == KV_EV_PUT && w->req.noput) || (type == KV_EV_DELETE && w->req.nodelete))
+    return 0;
+  json_object *ev = json_object_new_object();
+  if (type == KV_EV_DELETE)
+    json_object_object_add(ev, "type", json_object_new_string("DELETE"));
+  json_object_object_add(ev, "kv", kvx_kv(r, false));
+  if (w->req.prev_kv) {
+    struct kv_rec prev;
+    int rc = kvs_prev_version(sc->tx, r->key, r->klen, r->mod_rev, r->sub, &prev, sc->err);
+    if (rc < 0) {
+      json_object_put(ev);
+      sc->failed = true;
+      return 1;
+    }
+    if (rc)
+      json_object_object_add(ev, "prev_kv", kvx_kv(&prev, false));
+  }
+  json_object_array_add(sc->events, ev);
+  sc->count++;
+  sc->bytes += r->klen + r->vlen + 64;
+  return 0;
+}
+
+/* Read the next batch of events into w->out. 1: queued something, 0:
+ * nothing new yet, -1: error. */
+static int
+poll_events(struct watch_stream *w)
+{
+  struct kvs_txn tx;
+  struct kv_err err;
+  if (kvs_read_begin(w->s, &tx, &err) < 0) {
+    tc_warn("watch: %s", err.msg);
+    return -1;
+  }
+  if (!w->created) {
+    w->created = true;
+    json_object *r = result_new(w, tx.rev);
+    json_object_object_add(r, "created", json_object_new_boolean(1));
+    emit(w, r);
+    w->next_rev = w->req.start_revision > 0 ? w->req.start_revision : tx.rev + 1;
+    kvs_read_end(&tx);
+    return 1;
+  }
+  if (w->next_rev < tx.compact_rev) {
+    emit_canceled(w, tx.compact_rev);
+    kvs_read_end(&tx);
+    return 1;
+  }
+  if (w->next_rev > tx.rev) {
+    kvs_read_end(&tx);
+    return 0;
+  }
+  struct scan sc = { .w = w, .tx = &tx, .events = json_object_new_array(), .err = &err };
+  int rc = kvs_events(&tx, w->next_rev, event_cb, &sc, &err);
+  if (rc < 0 || sc.failed) {
+    tc_warn("watch: %s", err.msg);
+    json_object_put(sc.events);
+    kvs_read_end(&tx);
+    return -1;
+  }
+  w->next_rev = sc.stopped_at ? sc.stopped_at : tx.rev + 1;
+  int ret = 0;
+  if (json_object_array_length(sc.events)) {
+    json_object *r = result_new(w, tx.rev);
+    json_object_object_add(r, "events", sc.events);
+    emit(w, r);
+    ret = 1;
+  } else
+    json_object_put(sc.events);
+  kvs_read_end(&tx);
+  return ret;
+}
+
+static bool
+peer_gone(int fd)
+{
+  char c;
+  if (fd < 0)
+    return false;
+  ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+ssize_t
+watch_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+  struct watch_stream *w = cls;
+  (void) pos;
+  while (w->outpos >= w->outlen) {
+    if (w->ending || *w->stopping)
+      return MHD_CONTENT_READER_END_OF_STREAM;
+    int rc = poll_events(w);
+    if (rc < 0)
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (rc > 0)
+      break;
+    kvs_wait_revision(w->s, w->next_rev, 500);
+    if (peer_gone(w->fd))
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+  }
+  size_t n = w->outlen - w->outpos;
+  if (n > max)
+    n = max;
+  memcpy(buf, w->out + w->outpos, n);
+  w->outpos += n;
+  return (ssize_t) n;
+}

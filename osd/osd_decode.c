@@ -1,0 +1,161 @@
+/* The OSD operation decoder: checks a request frame against the protocol
+ * (common/osd_proto.h) and extracts its arguments. Pure (no I/O, no
+ * state), so the fuzz target (tests/fuzz-osd-decode.c) calls it directly. */
+#include <config.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <json-c/json.h>
+#include "osd.h"
+
+static int
+bad(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && errlen)
+    vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+/* A data range: 4 KiB aligned, not empty, at most 256 KiB, inside one object. */
+static int
+check_range(const struct osd_req *r, uint32_t bs, char *err, size_t errlen)
+{
+  const char *name = tc_osd_op_name(r->op);
+  if (r->len == 0 || r->offset % 4096 || r->len % 4096)
+    return bad(err, errlen, -EINVAL, "%s: offset %" PRIu64 " length %" PRIu32 " is not whole 4 KiB sectors",
+               name, r->offset, r->len);
+  if (r->len > TC_OSD_MAX_OP_BYTES)
+    return bad(err, errlen, -EINVAL, "%s: length %" PRIu32 " is over %u", name, r->len, TC_OSD_MAX_OP_BYTES);
+  if (r->offset > UINT64_MAX - r->len || r->offset / bs != (r->offset + r->len - 1) / bs)
+    return bad(err, errlen, -EINVAL, "%s: offset %" PRIu64 " length %" PRIu32 " crosses an object boundary (%" PRIu32 ")",
+               name, r->offset, r->len, bs);
+  return 0;
+}
+
+int
+osd_req_decode(const struct tc_frame_hdr *hdr, const void *payload, uint32_t block_size,
+               struct osd_req *r, char *err, size_t errlen)
+{
+  memset(r, 0, sizeof *r);
+  r->op = hdr->opcode;
+  r->inode = hdr->inode;
+  r->offset = hdr->offset;
+  const char *name = tc_osd_op_name(r->op);
+  if (!name)
+    return bad(err, errlen, -EINVAL, "unknown opcode %u", (unsigned) hdr->opcode);
+  if (block_size < 4096 || block_size > TC_OSD_MAX_OP_BYTES || (block_size & (block_size - 1)))
+    return bad(err, errlen, -EINVAL, "%s: this OSD's block size %" PRIu32 " is unusable", name, block_size);
+  if (hdr->len && !payload)
+    return bad(err, errlen, -EINVAL, "%s: payload missing", name);
+  const uint8_t *p = payload;
+  switch (r->op) {
+  case TC_OP_READ:
+  case TC_OP_SEC_READ:
+  case TC_OP_SEC_READ_BMP:
+  case TC_OP_DELETE:
+    if (hdr->len)
+      return bad(err, errlen, -EINVAL, "%s: unexpected payload of %" PRIu32 " bytes", name, hdr->len);
+    if (hdr->version > UINT32_MAX)
+      return bad(err, errlen, -EINVAL, "%s: length %" PRIu64 " is too large", name, hdr->version);
+    r->len = (uint32_t) hdr->version;
+    return check_range(r, block_size, err, errlen);
+  case TC_OP_WRITE:
+  case TC_OP_SEC_WRITE:
+    r->len = hdr->len;
+    r->data = p;
+    if (r->op == TC_OP_SEC_WRITE) {
+      r->version = hdr->version;
+      if (!r->version)
+        return bad(err, errlen, -EINVAL, "%s: version 0", name);
+    }
+    return check_range(r, block_size, err, errlen);
+  case TC_OP_SEC_DELETE:
+    if (hdr->len != 8)
+      return bad(err, errlen, -EINVAL, "%s: payload must be the 8-byte length, not %" PRIu32 " bytes", name, hdr->len);
+    {
+      uint64_t len;
+      memcpy(&len, p, 8);
+      if (len > UINT32_MAX)
+        return bad(err, errlen, -EINVAL, "%s: length %" PRIu64 " is too large", name, len);
+      r->len = (uint32_t) len;
+    }
+    r->version = hdr->version;
+    if (!r->version)
+      return bad(err, errlen, -EINVAL, "%s: version 0", name);
+    return check_range(r, block_size, err, errlen);
+  case TC_OP_SEC_WRITE_STABLE:
+    if (r->offset % block_size)
+      return bad(err, errlen, -EINVAL, "%s: offset %" PRIu64 " is not an object's start", name, r->offset);
+    if (hdr->len != 8 + block_size)
+      return bad(err, errlen, -EINVAL, "%s: payload must be 8 + %" PRIu32 " bytes, not %" PRIu32, name,
+                 block_size, hdr->len);
+    memcpy(&r->bitmap, p, 8);
+    if (block_size / 4096 < 64 && (r->bitmap >> (block_size / 4096)))
+      return bad(err, errlen, -EINVAL, "%s: bitmap %#" PRIx64 " names sectors past the object", name, r->bitmap);
+    r->data = p + 8;
+    r->len = block_size;
+    r->version = hdr->version;
+    if (!r->version)
+      return bad(err, errlen, -EINVAL, "%s: version 0", name);
+    return 0;
+  case TC_OP_SEC_LIST:
+  case TC_OP_SEC_LOCK:
+    if (hdr->len)
+      return bad(err, errlen, -EINVAL, "%s: unexpected payload", name);
+    r->pg_count = (uint32_t) (hdr->version >> 32);
+    r->pg = (uint32_t) hdr->version;
+    if (hdr->version && r->pg >= r->pg_count)
+      return bad(err, errlen, -EINVAL, "%s: PG %" PRIu32 " of %" PRIu32 " does not exist", name, r->pg, r->pg_count);
+    if (r->op == TC_OP_SEC_LIST) {
+      r->inode_last = hdr->offset;
+      r->offset = 0;
+      if (r->inode_last < r->inode)
+        return bad(err, errlen, -EINVAL, "%s: inode range %#" PRIx64 "..%#" PRIx64 " is empty", name,
+                   r->inode, r->inode_last);
+    }
+    return 0;
+  case TC_OP_SCRUB:
+    if (hdr->len)
+      return bad(err, errlen, -EINVAL, "%s: unexpected payload", name);
+    r->offset -= r->offset % block_size;
+    r->len = block_size;
+    return 0;
+  case TC_OP_SHOW_CONFIG:
+    if (hdr->len) {
+      if (hdr->len > 4096)
+        return bad(err, errlen, -EINVAL, "%s: payload of %" PRIu32 " bytes is too large", name, hdr->len);
+      json_tokener *tok = json_tokener_new();
+      if (!tok)
+        return bad(err, errlen, -ENOMEM, "%s: out of memory", name);
+      json_object *o = json_tokener_parse_ex(tok, (const char *) p, (int) hdr->len);
+      int ok = json_tokener_get_error(tok) == json_tokener_success && json_object_is_type(o, json_type_object);
+      json_tokener_free(tok);
+      json_object *f;
+      if (ok && json_object_object_get_ex(o, "osd_num", &f)) {
+        if (!json_object_is_type(f, json_type_int) || json_object_get_int64(f) <= 0)
+          ok = 0;
+        else
+          r->claim_osd = (uint64_t) json_object_get_int64(f);
+      }
+      json_object_put(o);
+      if (!ok)
+        return bad(err, errlen, -EINVAL, "%s: payload is not {\"osd_num\": N}", name);
+    }
+    return 0;
+  case TC_OP_SYNC:
+  case TC_OP_SEC_SYNC:
+  case TC_OP_PING:
+  case TC_OP_DESCRIBE:
+  case TC_OP_SEC_STABILIZE:
+  case TC_OP_SEC_ROLLBACK:
+    if (hdr->len)
+      return bad(err, errlen, -EINVAL, "%s: unexpected payload", name);
+    return 0;
+  }
+  return bad(err, errlen, -EINVAL, "unknown opcode %u", (unsigned) hdr->opcode);
+}

@@ -1,0 +1,296 @@
+/* tromcho-osd: one OSD daemon over one store (DESIGN.md section 4).
+ *
+ *   tromcho-osd [--config CONF] --osd_num N [--osd_data PATH] [options]
+ *
+ * Opens the store (the path osd-create recorded in /config/osd/<N>, or
+ * --osd_data), listens on osd_network / bind_address, registers
+ * /osd/state/<N> with a lease, watches the KV, and serves the OSD protocol
+ * until SIGTERM or SIGINT. */
+#include <config.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/signalfd.h>
+#include <json-c/json.h>
+#include "crypto.h"
+#include "error.h"
+#include "log.h"
+#include "osd.h"
+
+static void
+usage(FILE *f)
+{
+  fprintf(f,
+          "Usage: tromcho-osd [--config CONF] --osd_num N [--osd_data PATH] [--osd_meta PATH]\n"
+          "                   [--osd_port P] [--bind_address A | --osd_network CIDR] [options]\n"
+          "Runs OSD N over the store osd-create made (its path is read from the KV's\n"
+          "/config/osd/<N> unless --osd_data is given). Stops cleanly on SIGTERM.\n"
+          "Options (all programs' options are accepted; these matter here):\n"
+          "  osd_num, osd_data, osd_meta, osd_port, bind_address, osd_network, etcd_address,\n"
+          "  etcd_prefix, etcd_keepalive_timeout, use_perms, osd_cert, osd_pkey, osd_ca,\n"
+          "  client_ca, mon_ca, proto_checksums, force_proto_checksums, log_level\n");
+}
+
+/* The first local IPv4 address inside one of the osd_network CIDRs. */
+static int
+pick_address(const struct tc_config *cfg, char *out, size_t outlen)
+{
+  int n = tc_config_list_len(cfg, "osd_network");
+  if (n <= 0) {
+    snprintf(out, outlen, "%s", tc_config_str(cfg, "bind_address"));
+    return 0;
+  }
+  struct ifaddrs *ifs;
+  if (getifaddrs(&ifs) < 0)
+    return tc_error(errno, "osd_network: listing interfaces: %m");
+  int found = 0;
+  for (int i = 0; i < n && !found; i++) {
+    char net[64];
+    snprintf(net, sizeof net, "%s", tc_config_list_get(cfg, "osd_network", i));
+    char *slash = strchr(net, '/');
+    int bits = slash ? atoi(slash + 1) : 32;
+    if (slash)
+      *slash = 0;
+    struct in_addr a;
+    if (inet_pton(AF_INET, net, &a) != 1 || bits < 0 || bits > 32) {
+      freeifaddrs(ifs);
+      return tc_error(EINVAL, "option osd_network: '%s' is not an IPv4 CIDR like 10.0.0.0/24",
+                      tc_config_list_get(cfg, "osd_network", i));
+    }
+    uint32_t mask = bits ? htonl(~0u << (32 - bits)) : 0;
+    for (struct ifaddrs *p = ifs; p; p = p->ifa_next) {
+      if (!p->ifa_addr || p->ifa_addr->sa_family != AF_INET)
+        continue;
+      struct in_addr x = ((struct sockaddr_in *) p->ifa_addr)->sin_addr;
+      if ((x.s_addr & mask) == (a.s_addr & mask)) {
+        inet_ntop(AF_INET, &x, out, (socklen_t) outlen);
+        found = 1;
+        break;
+      }
+    }
+  }
+  freeifaddrs(ifs);
+  if (!found)
+    return tc_error(EADDRNOTAVAIL, "option osd_network: no local address in any of the given networks");
+  return 0;
+}
+
+/* The data (and meta) path of OSD n as osd-create recorded it. */
+static int
+data_path_from_kv(struct osd *o, char **data, char **meta)
+{
+  char key[128];
+  snprintf(key, sizeof key, "%s/config/osd/%" PRIu64, o->prefix, o->osd_num);
+  struct tc_kv_result res;
+  memset(&res, 0, sizeof res);
+  if (tc_kv_get(o->kv, key, 0, &res) < 0)
+    return tc_error(errno, "reading %s from the KV: %s", key, tc_last_error());
+  if (!res.n_kvs) {
+    tc_kv_result_free(&res);
+    return tc_error(ENOENT, "osd %" PRIu64 " has no data path: %s does not exist (run `tromcho osd-create` "
+                    "or give --osd_data PATH)", o->osd_num, key);
+  }
+  json_object *j = json_tokener_parse((const char *) res.kvs[0].value), *f;
+  tc_kv_result_free(&res);
+  if (!j || !json_object_object_get_ex(j, "data", &f) || !json_object_is_type(f, json_type_string)) {
+    json_object_put(j);
+    return tc_error(EINVAL, "%s: not a JSON object with a \"data\" path", key);
+  }
+  *data = strdup(json_object_get_string(f));
+  if (json_object_object_get_ex(j, "meta", &f) && json_object_is_type(f, json_type_string))
+    *meta = strdup(json_object_get_string(f));
+  json_object_put(j);
+  return *data ? 0 : tc_error(ENOMEM, "out of memory");
+}
+
+static void
+on_signal(struct tc_evloop *loop, int fd, uint32_t ev, void *arg)
+{
+  struct signalfd_siginfo si;
+  if (read(fd, &si, sizeof si) > 0) {
+    tc_info("osd: signal %u: stopping", si.ssi_signo);
+    tc_evloop_stop(loop);
+  }
+}
+
+static void
+on_tick(struct tc_evloop *loop, void *arg)
+{
+  struct osd *o = arg;
+  o->tick = NULL;
+  if (o->stopping)
+    return;
+  /* A peer marked down that is still registered gets another chance
+   * every few seconds (a network blip, not a restart). */
+  static unsigned n;
+  if (++n % 5 == 0)
+    for (size_t i = 0; i < o->n_peers; i++)
+      if (o->peers[i].down && osd_is_up(o, o->peers[i].osd_num)) {
+        o->peers[i].down = false;
+        o->peers[i].state_rev = 0;
+        osd_peering_update(o);
+      }
+  osd_recovery_kick(o);
+  o->tick = tc_evloop_timer_add(loop, 1000, on_tick, o);
+}
+
+int
+main(int argc, char **argv)
+{
+  if (tc_crypto_init() < 0) {
+    fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
+    return 1;
+  }
+  struct tc_config *cfg = tc_config_load(&argc, argv);
+  if (!cfg) {
+    fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
+    return 1;
+  }
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      tc_config_print_help(stdout);
+      tc_config_free(cfg);
+      return 0;
+    }
+    fprintf(stderr, "tromcho-osd: unknown argument '%s'\n", argv[i]);
+    usage(stderr);
+    tc_config_free(cfg);
+    return 1;
+  }
+  int lvl = tc_log_level_parse(tc_config_str(cfg, "log_level"));
+  if (lvl < 0) {
+    fprintf(stderr, "tromcho-osd: option log_level: '%s' is not error, warn, info or debug\n",
+            tc_config_str(cfg, "log_level"));
+    tc_config_free(cfg);
+    return 1;
+  }
+  tc_log_open("tromcho-osd", 0);
+  tc_log_set_level(lvl);
+
+  struct osd *o = calloc(1, sizeof *o);
+  int rc = 1;
+  char *meta = NULL;
+  int sfd = -1;
+  if (!o) {
+    fprintf(stderr, "tromcho-osd: out of memory\n");
+    tc_config_free(cfg);
+    return 1;
+  }
+  o->cfg = cfg;
+  o->prefix = tc_config_str(cfg, "etcd_prefix");
+  o->use_perms = tc_config_bool(cfg, "use_perms");
+  if (!tc_config_given(cfg, "osd_num") || tc_config_int(cfg, "osd_num") <= 0) {
+    fprintf(stderr, "tromcho-osd: --osd_num N (a positive number) is required\n");
+    goto out;
+  }
+  o->osd_num = (uint64_t) tc_config_int(cfg, "osd_num");
+  if (!(o->kv = tc_kv_new_from_config(cfg))) {
+    fprintf(stderr, "tromcho-osd: KV client: %s\n", tc_last_error());
+    goto out;
+  }
+  if (tc_config_str(cfg, "osd_data")) {
+    o->data_path = strdup(tc_config_str(cfg, "osd_data"));
+    if (tc_config_str(cfg, "osd_meta"))
+      meta = strdup(tc_config_str(cfg, "osd_meta"));
+  }
+  else if (data_path_from_kv(o, &o->data_path, &meta) < 0) {
+    fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
+    goto out;
+  }
+  if (!o->data_path) {
+    fprintf(stderr, "tromcho-osd: out of memory\n");
+    goto out;
+  }
+  if (tc_store_open(&o->store, o->data_path, meta) < 0) {
+    fprintf(stderr, "tromcho-osd: osd %" PRIu64 ": %s\n", o->osd_num, tc_last_error());
+    goto out;
+  }
+  tc_store_get_info(o->store, &o->info);
+  if (o->info.osd_num != o->osd_num) {
+    fprintf(stderr, "tromcho-osd: %s belongs to osd %" PRIu64 ", not osd %" PRIu64 "\n", o->data_path,
+            o->info.osd_num, o->osd_num);
+    goto out;
+  }
+  if (o->info.block_size > TC_OSD_MAX_OP_BYTES) {
+    fprintf(stderr, "tromcho-osd: %s: block size %" PRIu32 " is over the protocol's %u\n", o->data_path,
+            o->info.block_size, TC_OSD_MAX_OP_BYTES);
+    goto out;
+  }
+  if (pick_address(cfg, o->addr, sizeof o->addr) < 0) {
+    fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
+    goto out;
+  }
+  if (!(o->loop = tc_evloop_new()) || !(o->msgr = tc_msgr_new_from_config(o->loop, cfg, TC_MSGR_AS_OSD))) {
+    fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
+    goto out;
+  }
+  tc_msgr_set_callbacks(o->msgr, osd_on_request, osd_on_conn, o);
+  if (tc_msgr_listen(o->msgr, o->addr, (int) tc_config_int(cfg, "osd_port")) < 0) {
+    fprintf(stderr, "tromcho-osd: listening on %s: %s\n", o->addr, tc_last_error());
+    goto out;
+  }
+  o->port = tc_msgr_listen_port(o->msgr);
+  sigset_t ss;
+  sigemptyset(&ss);
+  sigaddset(&ss, SIGTERM);
+  sigaddset(&ss, SIGINT);
+  sigprocmask(SIG_BLOCK, &ss, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  sfd = signalfd(-1, &ss, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sfd < 0 || tc_evloop_add_fd(o->loop, sfd, EPOLLIN, on_signal, o) < 0) {
+    fprintf(stderr, "tromcho-osd: signalfd: %s\n", strerror(errno));
+    goto out;
+  }
+  if (osd_kv_start(o) < 0) {
+    fprintf(stderr, "tromcho-osd: osd %" PRIu64 ": %s\n", o->osd_num, tc_last_error());
+    goto out;
+  }
+  tc_info("osd %" PRIu64 ": serving %s (block size %" PRIu32 ") on %s:%d%s", o->osd_num, o->data_path,
+          o->info.block_size, o->addr, o->port, o->use_perms ? " with use_perms" : "");
+  printf("osd %" PRIu64 " listening on %s:%d\n", o->osd_num, o->addr, o->port);
+  fflush(stdout);
+  o->tick = tc_evloop_timer_add(o->loop, 1000, on_tick, o);
+  if (tc_evloop_run(o->loop) < 0)
+    tc_err("osd %" PRIu64 ": event loop: %s", o->osd_num, tc_last_error());
+  else
+    rc = 0;
+out:
+  o->stopping = 1;
+  if (o->kv)
+    osd_kv_stop(o);
+  if (o->tick)
+    tc_evloop_timer_cancel(o->loop, o->tick);
+  osd_peers_close(o);
+  if (o->msgr)
+    tc_msgr_free(o->msgr);
+  osd_pg_drop_all(o);
+  if (o->store && tc_store_close(o->store) < 0) {
+    tc_err("osd %" PRIu64 ": closing the store: %s", o->osd_num, tc_last_error());
+    rc = 1;
+  }
+  if (sfd >= 0) {
+    tc_evloop_del_fd(o->loop, sfd);
+    close(sfd);
+  }
+  if (o->loop)
+    tc_evloop_free(o->loop);
+  osd_kvstate_free(o->ks);
+  if (o->kv)
+    tc_kv_free(o->kv);
+  free(o->peers);
+  free(o->data_path);
+  free(meta);
+  free(o);
+  tc_config_free(cfg);
+  if (rc == 0)
+    tc_info("osd: stopped");
+  return rc;
+}

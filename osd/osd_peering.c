@@ -1,0 +1,311 @@
+/* Peering: for each PG this OSD leads (primary in /pg/config), whenever its
+ * set or the set's availability changes: wait for the PG's operations in
+ * flight, list the objects of the PG on every reachable member (SEC_LIST,
+ * and the local store), take the newest version of each object, and mark
+ * the members whose copy is older or missing as stale for it. The PG
+ * answers -EAGAIN until then; afterwards it serves I/O while recovery
+ * (osd_recovery.c) brings the stale copies up to date. A PG with fewer
+ * than pg_minsize reachable members stays incomplete (-EAGAIN). */
+#include <config.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "image_meta.h"
+#include "log.h"
+#include "osd.h"
+
+static void
+pg_clear(struct osd_pg *pg)
+{
+  osd_objmap_free(&pg->objs);
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
+    free(pg->lists[s]);
+    pg->lists[s] = NULL;
+    pg->nlist[s] = 0;
+  }
+  pg->n_stale = 0;
+  pg->recovery_pos = 0;
+  pg->listed = 0;
+  pg->listing_failed = 0;
+  pg->listings = 0;
+}
+
+/* What peering depends on: the set, its sizes, and each member's
+ * availability (registered, not marked down, which registration). */
+static uint64_t
+pg_sig(struct osd *o, const struct tc_pool_info *p, const struct tc_pg_info *pi)
+{
+  uint64_t h = 0xcbf29ce484222325ull;
+#define MIX(x) (h = (h ^ (uint64_t) (x)) * 0x100000001b3ull)
+  MIX(p->pg_size);
+  MIX(p->pg_minsize);
+  for (uint32_t s = 0; s < p->pg_size && s < TC_MAX_PG_SIZE; s++) {
+    MIX(pi->osd_set[s]);
+    MIX(osd_peer_usable(o, pi->osd_set[s]));
+    MIX(osd_state_rev(o, pi->osd_set[s]));
+  }
+#undef MIX
+  return h;
+}
+
+static void
+merge_listings(struct osd *o, struct osd_pg *pg)
+{
+  /* The newest version of each object, then who holds it. */
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++)
+    for (size_t i = 0; i < pg->nlist[s]; i++) {
+      struct tc_osd_list_entry *e = &pg->lists[s][i];
+      struct osd_obj *ob = osd_objmap_add(&pg->objs, e->inode, e->offset);
+      if (!ob) {
+        tc_err("osd %" PRIu64 ": peering: out of memory", o->osd_num);
+        pg->state = PG_INCOMPLETE;
+        return;
+      }
+      if (e->version > ob->version)
+        ob->version = e->version;
+    }
+  for (size_t i = 0; i < pg->objs.cap; i++)
+    if (pg->objs.v[i].used)
+      pg->objs.v[i].stale = pg->up;
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++)
+    for (size_t i = 0; i < pg->nlist[s]; i++) {
+      struct tc_osd_list_entry *e = &pg->lists[s][i];
+      struct osd_obj *ob = osd_objmap_get(&pg->objs, e->inode, e->offset);
+      if (ob && e->version == ob->version)
+        ob->stale &= (uint8_t) ~(1u << s);
+    }
+  pg->n_stale = 0;
+  for (size_t i = 0; i < pg->objs.cap; i++)
+    if (pg->objs.v[i].used && pg->objs.v[i].stale)
+      pg->n_stale++;
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
+    free(pg->lists[s]);
+    pg->lists[s] = NULL;
+    pg->nlist[s] = 0;
+  }
+}
+
+static void
+peering_finish(struct osd *o, struct osd_pg *pg)
+{
+  pg->up = pg->listed;
+  merge_listings(o, pg);
+  if (pg->state == PG_INCOMPLETE)
+    return;
+  int up = __builtin_popcount(pg->up);
+  if ((uint32_t) up < pg->minsize) {
+    pg->state = PG_INCOMPLETE;
+    tc_warn("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 " incomplete: %d of %" PRIu32
+            " members reachable, pg_minsize %" PRIu32, o->osd_num, pg->pool, pg->pg, up, pg->size, pg->minsize);
+    return;
+  }
+  pg->state = PG_ACTIVE;
+  tc_info("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 " active: %zu objects, %zu degraded, %d of %" PRIu32 " members",
+          o->osd_num, pg->pool, pg->pg, pg->objs.n, pg->n_stale, up, pg->size);
+  if (pg->n_stale)
+    osd_recovery_kick(o);
+}
+
+struct list_op {
+  struct osd *o;
+  uint64_t pool, instance, epoch;
+  uint32_t pgn;
+  int slot;
+  struct tc_msgr_req req;
+};
+
+static void
+list_done(struct tc_msgr_req *req, int err, void *arg)
+{
+  struct list_op *l = arg;
+  struct osd *o = l->o;
+  struct osd_pg *pg = osd_pg_find(o, l->pool, l->pgn);
+  int st = err ? err : req->reply.status;
+  if (!pg || pg->instance != l->instance || pg->epoch != l->epoch) {
+    free(req->reply_payload);
+    free(l);
+    return;
+  }
+  pg->listings--;
+  if (st < 0) {
+    tc_warn("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 ": listing osd %" PRIu64 " failed: %s",
+            o->osd_num, pg->pool, pg->pg, pg->osd_set[l->slot], strerror(-st));
+    free(req->reply_payload);
+  }
+  else {
+    pg->lists[l->slot] = req->reply_payload;
+    pg->nlist[l->slot] = req->reply.len / sizeof(struct tc_osd_list_entry);
+    pg->listed |= (uint8_t) (1u << l->slot);
+  }
+  free(l);
+  if (pg->listings == 0)
+    peering_finish(o, pg);
+}
+
+static void
+peering_start(struct osd *o, struct osd_pg *pg)
+{
+  pg_clear(pg);
+  pg->listing_started = true;
+  struct osd_req r = {
+    .op = TC_OP_SEC_LIST, .inode = TC_INODE(pg->pool, 0), .inode_last = TC_INODE(pg->pool + 1, 0) - 1,
+    .pg_count = pg->pg_count, .pg = pg->pg,
+  };
+  struct tc_osd_list_entry *v;
+  size_t n;
+  if (osd_list_local(o, &r, &v, &n) < 0) {
+    tc_err("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 ": listing local objects: %s", o->osd_num, pg->pool,
+           pg->pg, tc_last_error());
+    pg->state = PG_INCOMPLETE;
+    return;
+  }
+  pg->lists[pg->my_slot] = v;
+  pg->nlist[pg->my_slot] = n;
+  pg->listed = (uint8_t) (1u << pg->my_slot);
+  pg->listings = 1;   /* ours, dropped below */
+  uint64_t epoch = pg->epoch, instance = pg->instance, pool = pg->pool;
+  uint32_t pgn = pg->pg, size = pg->size;
+  for (uint32_t s = 0; s < size; s++) {
+    pg = osd_pg_find(o, pool, pgn);
+    if (!pg || pg->epoch != epoch)
+      return;   /* a peer went down while we sent: peering restarted */
+    if ((int) s == pg->my_slot || !pg->osd_set[s])
+      continue;
+    struct tc_msgr_conn *c = osd_peer_conn(o, pg->osd_set[s]);
+    pg = osd_pg_find(o, pool, pgn);
+    if (!c || !pg || pg->epoch != epoch)
+      continue;
+    struct list_op *l = calloc(1, sizeof *l);
+    if (!l)
+      continue;
+    l->o = o;
+    l->pool = pool;
+    l->pgn = pgn;
+    l->instance = instance;
+    l->epoch = epoch;
+    l->slot = (int) s;
+    l->req.hdr.opcode = TC_OP_SEC_LIST;
+    l->req.hdr.inode = r.inode;
+    l->req.hdr.offset = r.inode_last;
+    l->req.hdr.version = (uint64_t) pg->pg_count << 32 | pg->pg;
+    l->req.done = list_done;
+    l->req.arg = l;
+    pg->listings++;
+    if (tc_msgr_call(c, &l->req) < 0) {
+      pg->listings--;
+      free(l);
+    }
+  }
+  pg = osd_pg_find(o, pool, pgn);
+  if (pg && pg->epoch == epoch && --pg->listings == 0)
+    peering_finish(o, pg);
+}
+
+void
+osd_pg_op_done(struct osd *o, struct osd_pg *pg)
+{
+  if (pg->state == PG_PEERING && pg->inflight == 0 && !pg->listing_started)
+    peering_start(o, pg);
+}
+
+static uint64_t epochs;
+
+void
+osd_pg_repeer(struct osd *o, struct osd_pg *pg)
+{
+  const struct tc_pool_info *p = o->ks && o->ks->map ? tc_map_pool(o->ks->map, pg->pool) : NULL;
+  const struct tc_pg_info *pi = p ? tc_map_pg(o->ks->map, pg->pool, pg->pg) : NULL;
+  if (!pi)
+    return;   /* the next map update drops it */
+  pg->sig = pg_sig(o, p, pi);
+  pg->size = p->pg_size < TC_MAX_PG_SIZE ? p->pg_size : TC_MAX_PG_SIZE;
+  pg->minsize = p->pg_minsize ? p->pg_minsize : 1;
+  pg->pg_count = p->pg_count;
+  pg->my_slot = -1;
+  for (uint32_t s = 0; s < TC_MAX_PG_SIZE; s++) {
+    pg->osd_set[s] = s < pg->size ? pi->osd_set[s] : 0;
+    if (pg->osd_set[s] == o->osd_num && pg->my_slot < 0)
+      pg->my_slot = (int) s;
+  }
+  if (pg->my_slot < 0) {
+    /* Primary but not in the set: serve as if in an extra slot is not
+     * possible; refuse I/O until the map makes sense. */
+    tc_warn("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 ": primary but not in osd_set", o->osd_num, pg->pool, pg->pg);
+    pg->state = PG_INCOMPLETE;
+    return;
+  }
+  pg->state = PG_PEERING;
+  pg->epoch = ++epochs;
+  pg->listing_started = false;
+  tc_debug("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 " peering (epoch %" PRIu64 ")", o->osd_num, pg->pool, pg->pg,
+           pg->epoch);
+  if (pg->inflight == 0)
+    peering_start(o, pg);
+}
+
+static void
+pg_drop(struct osd *o, size_t i)
+{
+  tc_info("osd %" PRIu64 ": no longer primary of pg %" PRIu64 "/%" PRIu32, o->osd_num, o->pgs[i].pool, o->pgs[i].pg);
+  pg_clear(&o->pgs[i]);
+  o->pgs[i] = o->pgs[--o->n_pgs];
+}
+
+void
+osd_pg_drop_all(struct osd *o)
+{
+  while (o->n_pgs)
+    pg_drop(o, o->n_pgs - 1);
+  free(o->pgs);
+  o->pgs = NULL;
+}
+
+void
+osd_peering_update(struct osd *o)
+{
+  struct tc_map *m = o->ks ? o->ks->map : NULL;
+  if (!m)
+    return;
+  for (size_t i = 0; i < o->n_pgs;) {
+    const struct tc_pg_info *pi = tc_map_pg(m, o->pgs[i].pool, o->pgs[i].pg);
+    const struct tc_pool_info *p = tc_map_pool(m, o->pgs[i].pool);
+    if (!pi || !p || pi->primary != o->osd_num || p->pg_count != o->pgs[i].pg_count)
+      pg_drop(o, i);
+    else
+      i++;
+  }
+  for (size_t k = 0; k < m->n_pools; k++) {
+    const struct tc_pool_info *p = &m->pools[k];
+    if (p->block_size && p->block_size != o->info.block_size) {
+      tc_warn("osd %" PRIu64 ": pool %" PRIu64 " has block_size %" PRIu32 " but this store %" PRIu32
+              "; not serving it", o->osd_num, p->id, p->block_size, o->info.block_size);
+      continue;
+    }
+    for (uint32_t g = 0; g < p->pg_count; g++) {
+      const struct tc_pg_info *pi = tc_map_pg(m, p->id, g);
+      if (!pi || pi->primary != o->osd_num)
+        continue;
+      struct osd_pg *pg = osd_pg_find(o, p->id, g);
+      if (!pg) {
+        struct osd_pg *nv = realloc(o->pgs, (o->n_pgs + 1) * sizeof *nv);
+        if (!nv) {
+          tc_err("osd %" PRIu64 ": out of memory for pg %" PRIu64 "/%" PRIu32, o->osd_num, p->id, g);
+          continue;
+        }
+        o->pgs = nv;
+        pg = &o->pgs[o->n_pgs++];
+        memset(pg, 0, sizeof *pg);
+        pg->pool = p->id;
+        pg->pg = g;
+        pg->pg_count = p->pg_count;
+        pg->instance = ++o->instances;
+        tc_info("osd %" PRIu64 ": primary of pg %" PRIu64 "/%" PRIu32, o->osd_num, p->id, g);
+      }
+      else if (pg->sig == pg_sig(o, p, pi))
+        continue;   /* nothing it depends on changed */
+      osd_pg_repeer(o, pg);
+    }
+  }
+}

@@ -1,0 +1,122 @@
+/* Connections to the other OSDs: client connections from this process's
+ * messenger endpoint (so they prove the OSD certificate). A peer whose
+ * connection fails is "down" until it registers again in /osd/state (a
+ * restart) or answers a probe; the PGs it serves re-peer both times, so a
+ * replica that missed writes is never written to again before recovery. */
+#include <config.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "log.h"
+#include "osd.h"
+
+struct osd_peer *
+osd_peer_get(struct osd *o, uint64_t osd_num)
+{
+  for (size_t i = 0; i < o->n_peers; i++)
+    if (o->peers[i].osd_num == osd_num)
+      return &o->peers[i];
+  struct osd_peer *nv = realloc(o->peers, (o->n_peers + 1) * sizeof *nv);
+  if (!nv)
+    return NULL;
+  o->peers = nv;
+  struct osd_peer *p = &o->peers[o->n_peers++];
+  memset(p, 0, sizeof *p);
+  p->osd_num = osd_num;
+  return p;
+}
+
+/* PGs that have osd_num in their set re-peer (it went down or came back). */
+static void
+repeer_with(struct osd *o, uint64_t osd_num)
+{
+  for (size_t i = 0; i < o->n_pgs; i++)
+    for (uint32_t s = 0; s < o->pgs[i].size; s++)
+      if (o->pgs[i].osd_set[s] == osd_num) {
+        osd_pg_repeer(o, &o->pgs[i]);
+        break;
+      }
+}
+
+void
+osd_peer_mark_down(struct osd *o, uint64_t osd_num, int err)
+{
+  struct osd_peer *p = osd_peer_get(o, osd_num);
+  if (!p || p->down)
+    return;
+  tc_warn("osd %" PRIu64 ": peer osd %" PRIu64 " is down (%s)", o->osd_num, osd_num, strerror(err > 0 ? err : -err));
+  p->down = true;
+  p->dirty = false;
+  p->state_rev = osd_state_rev(o, osd_num);
+  repeer_with(o, osd_num);
+}
+
+static void
+peer_conn_cb(struct tc_msgr_conn *c, int event, int err, void *arg)
+{
+  struct osd *o = arg;
+  uint64_t num = (uint64_t) (uintptr_t) tc_msgr_conn_get_data(c);
+  struct osd_peer *p = osd_peer_get(o, num);
+  if (event == TC_MSGR_UP || !p)
+    return;
+  if (p->conn == c)
+    p->conn = NULL;
+  if (!o->stopping)
+    osd_peer_mark_down(o, num, err ? err : ECONNRESET);
+}
+
+bool
+osd_peer_usable(struct osd *o, uint64_t osd_num)
+{
+  if (osd_num == o->osd_num)
+    return true;
+  if (!osd_is_up(o, osd_num))
+    return false;
+  struct osd_peer *p = osd_peer_get(o, osd_num);
+  return p && !p->down;
+}
+
+struct tc_msgr_conn *
+osd_peer_conn(struct osd *o, uint64_t osd_num)
+{
+  if (!osd_peer_usable(o, osd_num))
+    return NULL;
+  struct osd_peer *p = osd_peer_get(o, osd_num);
+  if (p->conn)
+    return p->conn;
+  const struct tc_osd_addr *a = o->ks && o->ks->map ? tc_map_osd(o->ks->map, osd_num) : NULL;
+  if (!a || !a->addr)
+    return NULL;
+  p->conn = tc_msgr_connect(o->msgr, a->addr, a->port, peer_conn_cb, o);
+  if (!p->conn) {
+    osd_peer_mark_down(o, osd_num, errno ? errno : ECONNREFUSED);
+    return NULL;
+  }
+  tc_msgr_conn_set_data(p->conn, (void *) (uintptr_t) osd_num);
+  return p->conn;
+}
+
+/* After a KV reload: a down peer that registered again is usable. */
+void
+osd_peers_check(struct osd *o)
+{
+  for (size_t i = 0; i < o->n_peers; i++) {
+    struct osd_peer *p = &o->peers[i];
+    if (p->down && osd_is_up(o, p->osd_num) && osd_state_rev(o, p->osd_num) != p->state_rev) {
+      tc_info("osd %" PRIu64 ": peer osd %" PRIu64 " registered again", o->osd_num, p->osd_num);
+      p->down = false;
+      repeer_with(o, p->osd_num);
+    }
+  }
+}
+
+void
+osd_peers_close(struct osd *o)
+{
+  for (size_t i = 0; i < o->n_peers; i++)
+    if (o->peers[i].conn) {
+      tc_msgr_close(o->peers[i].conn);
+      o->peers[i].conn = NULL;
+    }
+}

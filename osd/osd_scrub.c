@@ -1,0 +1,330 @@
+/* SCRUB of one object on its primary: check the local sector checksums,
+ * read the object from every current member (a member's store checks its
+ * own checksums and fails the read with EIO; the bad sectors are then
+ * found one by one), compare versions, presence bitmaps and bytes with the
+ * newest good copy, and replace every copy that differs with it.
+ * Reply: status = sectors found bad, offset = sectors repaired. */
+#include <config.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "log.h"
+#include "osd.h"
+
+struct scrub_copy {
+  int st;                 /* 0 = read fine, else -errno */
+  uint64_t version, bitmap;
+  uint8_t *data;          /* block_size bytes (8-byte prefix room before it) */
+  uint64_t bad;           /* sectors found bad */
+  bool asked;
+};
+
+struct scrub_op {
+  struct osd *o;
+  struct osd_client *cl;
+  struct tc_frame_hdr hdr;
+  uint64_t pool, instance;
+  uint32_t pgn;
+  uint64_t inode, offset;
+  int phase, pending;
+  uint64_t set[TC_MAX_PG_SIZE];
+  int my_slot;
+  struct scrub_copy copy[TC_MAX_PG_SIZE];
+  struct tc_msgr_req *reqs;
+  int *req_slot, *req_sector;
+  int nreqs;
+  int nbad, nrepaired;
+  struct iovec iov;
+  uint8_t *good;          /* 8 + block_size: the good copy for SEC_WRITE_STABLE */
+};
+
+static void scrub_step(struct scrub_op *p);
+
+static uint64_t
+present_bits(const uint8_t *b, uint32_t n)
+{
+  uint64_t v = 0;
+  for (uint32_t i = 0; i < n && i < 64; i++)
+    if (b[i / 8] >> (i % 8) & 1)
+      v |= 1ull << i;
+  return v;
+}
+
+static void
+scrub_free(struct scrub_op *p)
+{
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++)
+    free(p->copy[s].data);
+  free(p->reqs);
+  free(p->req_slot);
+  free(p->req_sector);
+  free(p->good);
+  struct osd_pg *pg = osd_pg_find(p->o, p->pool, p->pgn);
+  if (pg && pg->instance == p->instance) {
+    pg->inflight--;
+    osd_pg_op_done(p->o, pg);
+  }
+  osd_client_put(p->cl);
+  free(p);
+}
+
+static void
+req_done(struct tc_msgr_req *req, int err, void *arg)
+{
+  struct scrub_op *p = arg;
+  int i = (int) (req - p->reqs), s = p->req_slot[i], sec = p->req_sector[i];
+  int st = err ? err : req->reply.status;
+  struct scrub_copy *c = &p->copy[s];
+  if (p->phase == 1) {
+    c->st = st < 0 ? st : 0;
+    if (st >= 0) {
+      c->version = req->reply.version;
+      c->bitmap = req->reply.offset;
+      if (req->reply_payload && req->reply_payload != c->data)
+        memcpy(c->data, req->reply_payload, p->o->info.block_size);
+    }
+  }
+  else if (p->phase == 2) {
+    if (st == -EIO)
+      c->bad |= 1ull << sec;
+  }
+  else if (p->phase == 3) {
+    if (st >= 0)
+      p->nrepaired += __builtin_popcountll(c->bad);
+    else
+      tc_warn("osd %" PRIu64 ": scrub: repairing inode %#" PRIx64 " offset %" PRIu64 " on osd %" PRIu64 ": %s",
+              p->o->osd_num, p->inode, p->offset, p->set[s], strerror(-st));
+  }
+  if (req->reply_payload != c->data)
+    free(req->reply_payload);
+  if (--p->pending == 0)
+    scrub_step(p);
+}
+
+static struct tc_msgr_req *
+new_req(struct scrub_op *p, int slot, int sector)
+{
+  int i = p->nreqs++;
+  p->req_slot[i] = slot;
+  p->req_sector[i] = sector;
+  struct tc_msgr_req *q = &p->reqs[i];
+  memset(q, 0, sizeof *q);
+  q->done = req_done;
+  q->arg = p;
+  return q;
+}
+
+static void
+send(struct scrub_op *p, struct tc_msgr_req *q, int slot)
+{
+  struct tc_msgr_conn *c = osd_peer_conn(p->o, p->set[slot]);
+  p->pending++;
+  if (!c || tc_msgr_call(c, q) < 0) {
+    p->pending--;
+    if (p->phase == 1)
+      p->copy[slot].st = -ENOTCONN;
+  }
+}
+
+/* Phase 1 done: find bad sectors of members whose read failed. */
+static void
+phase2(struct scrub_op *p)
+{
+  uint32_t spb = osd_spb(p->o);
+  p->phase = 2;
+  p->nreqs = 0;
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
+    if (s == p->my_slot || !p->copy[s].asked || p->copy[s].st != -EIO)
+      continue;
+    for (uint32_t k = 0; k < spb; k++) {
+      struct tc_msgr_req *q = new_req(p, s, (int) k);
+      q->hdr.opcode = TC_OP_SEC_READ;
+      q->hdr.inode = p->inode;
+      q->hdr.offset = p->offset + (uint64_t) k * 4096;
+      q->hdr.version = 4096;
+      send(p, q, s);
+    }
+  }
+}
+
+/* Compare with the good copy and repair. Returns 0 if requests went out or
+ * everything is done; -1 if no copy is good. */
+static int
+phase3(struct scrub_op *p)
+{
+  struct osd *o = p->o;
+  uint32_t spb = osd_spb(o), bs = o->info.block_size;
+  int g = -1;
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++)
+    if (p->copy[s].asked && p->copy[s].st == 0 &&
+        (g < 0 || p->copy[s].version > p->copy[g].version ||
+         (p->copy[s].version == p->copy[g].version && s == p->my_slot)))
+      g = s;
+  if (g < 0)
+    return -1;
+  struct scrub_copy *G = &p->copy[g];
+  memcpy(p->good, &G->bitmap, 8);
+  memcpy(p->good + 8, G->data, bs);
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
+    struct scrub_copy *c = &p->copy[s];
+    if (!c->asked || s == g)
+      continue;
+    if (c->st == 0)
+      for (uint32_t k = 0; k < spb; k++) {
+        bool pa = c->bitmap >> k & 1, pb = G->bitmap >> k & 1;
+        if (pa != pb || (pa && memcmp(c->data + (size_t) k * 4096, G->data + (size_t) k * 4096, 4096)))
+          c->bad |= 1ull << k;
+      }
+    else if (c->st != -EIO || !c->bad)
+      continue;   /* unreachable: recovery's business */
+    if (c->st == 0 && c->version != G->version && !c->bad)
+      c->bad = G->bitmap ? G->bitmap : 1;   /* same bytes, older version: re-stamp it */
+    p->nbad += __builtin_popcountll(c->bad);
+  }
+  p->phase = 3;
+  p->nreqs = 0;
+  p->iov = (struct iovec) { p->good, 8 + bs };
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
+    struct scrub_copy *c = &p->copy[s];
+    if (!c->asked || s == g || !c->bad)
+      continue;
+    if (s == p->my_slot) {
+      if (osd_store_replace(o, p->inode, p->offset, G->bitmap, G->data, G->version) == 0)
+        p->nrepaired += __builtin_popcountll(c->bad);
+      else
+        tc_err("osd %" PRIu64 ": scrub: repairing the local copy: %s", o->osd_num, tc_last_error());
+      continue;
+    }
+    struct tc_msgr_req *q = new_req(p, s, -1);
+    q->hdr.opcode = TC_OP_SEC_WRITE_STABLE;
+    q->hdr.inode = p->inode;
+    q->hdr.offset = p->offset;
+    q->hdr.version = G->version;
+    q->iov = &p->iov;
+    q->iovcnt = 1;
+    struct osd_peer *peer = osd_peer_get(o, p->set[s]);
+    if (peer)
+      peer->dirty = true;
+    send(p, q, s);
+  }
+  return 0;
+}
+
+static void
+scrub_step(struct scrub_op *p)
+{
+  struct osd *o = p->o;
+  p->pending = 1;
+  if (p->phase == 1)
+    phase2(p);
+  else if (p->phase == 2) {
+    if (phase3(p) < 0) {
+      tc_err("osd %" PRIu64 ": scrub: inode %#" PRIx64 " offset %" PRIu64 ": no good copy on any member",
+             o->osd_num, p->inode, p->offset);
+      osd_client_reply(p->cl, &p->hdr, -EIO, 0, 0, NULL, 0);
+      scrub_free(p);
+      return;
+    }
+  }
+  else {
+    if (p->nbad)
+      tc_warn("osd %" PRIu64 ": scrub: inode %#" PRIx64 " offset %" PRIu64 ": %d bad sectors, %d repaired",
+              o->osd_num, p->inode, p->offset, p->nbad, p->nrepaired);
+    o->repaired += (uint64_t) p->nrepaired;
+    osd_client_reply(p->cl, &p->hdr, p->nbad, (uint64_t) p->nrepaired, 0, NULL, 0);
+    scrub_free(p);
+    return;
+  }
+  if (--p->pending == 0)
+    scrub_step(p);
+}
+
+void
+osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr, const struct osd_req *r)
+{
+  int err;
+  struct osd_pg *pg = osd_pg_for(o, r->inode, r->offset, &err);
+  if (!pg) {
+    osd_client_reply(cl, hdr, err, 0, 0, NULL, 0);
+    return;
+  }
+  struct osd_obj *ob = osd_objmap_get(&pg->objs, r->inode, r->offset);
+  if (ob && (ob->recovering || (ob->stale >> pg->my_slot & 1))) {
+    if (ob->stale >> pg->my_slot & 1)
+      osd_recovery_now(o, pg, ob);
+    osd_client_reply(cl, hdr, -EAGAIN, 0, 0, NULL, 0);
+    return;
+  }
+  uint32_t bs = o->info.block_size, spb = osd_spb(o);
+  struct scrub_op *p = calloc(1, sizeof *p);
+  int nmax = TC_MAX_PG_SIZE * (int) spb + TC_MAX_PG_SIZE;
+  if (p) {
+    p->reqs = calloc((size_t) nmax, sizeof *p->reqs);
+    p->req_slot = calloc((size_t) nmax, sizeof *p->req_slot);
+    p->req_sector = calloc((size_t) nmax, sizeof *p->req_sector);
+    p->good = malloc(8 + bs);
+  }
+  if (!p || !p->reqs || !p->req_slot || !p->req_sector || !p->good) {
+    if (p) {
+      free(p->reqs);
+      free(p->req_slot);
+      free(p->req_sector);
+      free(p->good);
+    }
+    free(p);
+    osd_client_reply(cl, hdr, -ENOMEM, 0, 0, NULL, 0);
+    return;
+  }
+  p->o = o;
+  p->cl = cl;
+  cl->refs++;
+  p->hdr = *hdr;
+  p->pool = pg->pool;
+  p->pgn = pg->pg;
+  p->instance = pg->instance;
+  p->inode = r->inode;
+  p->offset = r->offset;
+  p->my_slot = pg->my_slot;
+  memcpy(p->set, pg->osd_set, sizeof p->set);
+  pg->inflight++;
+  uint8_t good = osd_pg_good_slots(o, pg, ob);
+  p->phase = 1;
+  p->pending = 1;
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
+    if (!(good >> s & 1))
+      continue;
+    struct scrub_copy *c = &p->copy[s];
+    c->asked = true;
+    if (!(c->data = calloc(1, bs))) {
+      c->st = -ENOMEM;
+      continue;
+    }
+    if (s == p->my_slot) {
+      uint8_t bad[8] = { 0 }, present[8];
+      int nb = tc_store_scrub(o->store, p->inode, p->offset, bad);
+      if (nb > 0) {
+        c->st = -EIO;
+        c->bad = present_bits(bad, spb);
+        continue;
+      }
+      if (nb < 0 || tc_store_read(o->store, p->inode, p->offset, bs, c->data, present, &c->version) < 0) {
+        c->st = -EIO;
+        continue;
+      }
+      c->bitmap = present_bits(present, spb);
+      continue;
+    }
+    struct tc_msgr_req *q = new_req(p, s, -1);
+    q->hdr.opcode = TC_OP_SEC_READ;
+    q->hdr.inode = p->inode;
+    q->hdr.offset = p->offset;
+    q->hdr.version = bs;
+    q->rbuf = c->data;
+    q->rbuf_len = bs;
+    send(p, q, s);
+  }
+  if (--p->pending == 0)
+    scrub_step(p);
+}

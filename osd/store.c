@@ -1,0 +1,692 @@
+/* The OSD store: open, read, write, delete, sync, scrub, list, stats.
+ * See store.h for the contract and store_meta.c for the metadata. */
+#include <config.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cleanup.h"
+#include "error.h"
+#include "log.h"
+#include "store_impl.h"
+
+/* Refuse calls on a store that lost its batch (see store.h). */
+#define CHECK_USABLE(st) do {                                                   \
+    if ((st)->broken)                                                           \
+      return tc_error(EIO, "store %s: unusable after an earlier failure (%s); reopen it", \
+                      (st)->data_path, strerror((st)->broken));                 \
+  } while (0)
+
+static int
+mark_broken(struct tc_store *st)
+{
+  int err = errno;
+  st->broken = err ? err : EIO;
+  tc_err("store %s: %s", st->data_path, tc_last_error());
+  errno = err;
+  return -1;
+}
+
+/* The open batch, beginning one if none. */
+static int
+batch(struct tc_store *st, MDB_txn **txn)
+{
+  if (!st->txn) {
+    int rc = mdb_txn_begin(st->env, NULL, 0, &st->txn);
+    if (rc) {
+      st->txn = NULL;
+      return tc_store_mdb_error(rc, "mdb_txn_begin", st->meta_path);
+    }
+  }
+  *txn = st->txn;
+  return 0;
+}
+
+/* Load the record of (inode, block) into st->rec; 1 if found, 0 if not. */
+static int
+rec_load(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block)
+{
+  uint8_t key[16];
+  tc_obj_key(key, inode, block);
+  MDB_val k = { sizeof key, key }, v;
+  int rc = mdb_get(txn, st->objs, &k, &v);
+  if (rc == MDB_NOTFOUND) {
+    memset(&st->rec, 0, offsetof(struct tc_obj_rec, loc));
+    return 0;
+  }
+  if (rc)
+    return tc_store_mdb_error(rc, "mdb_get", st->meta_path);
+  if (tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size) < 0)
+    return tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64 ": %s",
+                    st->data_path, inode, block, tc_last_error());
+  return 1;
+}
+
+static int
+rec_empty(const struct tc_store *st)
+{
+  for (uint32_t w = 0; w < st->bm_words; w++)
+    if (st->rec.bitmap[w])
+      return 0;
+  return 1;
+}
+
+/* Store st->rec as (inode, block), or delete the key if it has no sectors
+ * (unless keep: a tombstone, an object with a version and no sectors). */
+static int
+rec_save_keep(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block, int keep)
+{
+  uint8_t key[16];
+  tc_obj_key(key, inode, block);
+  MDB_val k = { sizeof key, key };
+  int rc;
+  if (!keep && rec_empty(st)) {
+    rc = mdb_del(txn, st->objs, &k, NULL);
+    if (rc == MDB_NOTFOUND)
+      rc = 0;
+  }
+  else {
+    MDB_val v = { tc_obj_rec_encode(&st->rec, st->spb, st->valbuf), st->valbuf };
+    rc = mdb_put(txn, st->objs, &k, &v, 0);
+  }
+  return rc ? tc_store_mdb_error(rc, "mdb_put", st->meta_path) : 0;
+}
+
+static int
+rec_save(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block)
+{
+  return rec_save_keep(st, txn, inode, block, 0);
+}
+
+/* Make the batch durable: data first, then the metadata that points at it;
+ * only then may the old copies be reused. */
+static int
+commit(struct tc_store *st)
+{
+  if (st->data_dirty) {
+    if (fdatasync(st->fd) < 0)
+      return tc_error(errno, "store %s: fdatasync: %m", st->data_path);
+    st->data_dirty = 0;
+  }
+  if (st->txn) {
+    int rc = mdb_txn_commit(st->txn);
+    st->txn = NULL;
+    if (rc)
+      return tc_store_mdb_error(rc, "mdb_txn_commit", st->meta_path);
+    st->commits++;
+  }
+  for (size_t i = 0; i < st->to_free.n; i++)
+    tc_alloc_release(&st->alloc, st->to_free.v[i][0], st->to_free.v[i][1]);
+  for (size_t i = 0; i < st->to_punch.n; i++) {
+    uint32_t s = st->to_punch.v[i][0], n = st->to_punch.v[i][1];
+    tc_alloc_release(&st->alloc, s, n);
+    if (fallocate(st->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                  (off_t) (st->hdr.data_offset + (uint64_t) s * TC_STORE_SECTOR),
+                  (off_t) n * TC_STORE_SECTOR) < 0 && errno != EOPNOTSUPP)
+      tc_warn("store %s: punching %u freed sectors: %m", st->data_path, n);
+  }
+  st->to_free.n = st->to_punch.n = 0;
+  st->batch_ops = 0;
+  return 0;
+}
+
+/* Rebuild the allocator from the committed records. */
+static int
+rebuild_alloc(struct tc_store *st)
+{
+  MDB_txn *txn = NULL;
+  MDB_cursor *cur;
+  MDB_val k, v;
+  int rc = batch(st, &txn);
+  if (rc < 0)
+    return -1;
+  if ((rc = mdb_cursor_open(txn, st->objs, &cur)))
+    return tc_store_mdb_error(rc, "mdb_cursor_open", st->meta_path);
+  tc_alloc_reset(&st->alloc);
+  int r = 0;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    uint64_t inode, block;
+    if (k.mv_size != 16) {
+      r = tc_error(EIO, "store %s: metadata holds a key of %zu bytes", st->meta_path, k.mv_size);
+      break;
+    }
+    tc_obj_key_parse(k.mv_data, &inode, &block);
+    if (tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size) < 0) {
+      r = tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64 ": %s",
+                   st->meta_path, inode, block, tc_last_error());
+      break;
+    }
+    for (uint32_t i = 0; i < st->spb; i++)
+      if (tc_bit(st->rec.bitmap, i) && tc_alloc_claim(&st->alloc, st->rec.loc[i]) < 0) {
+        r = tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64
+                     " sector %u points at data sector %" PRIu32 ", outside the data area or used twice",
+                     st->meta_path, inode, block, i, st->rec.loc[i]);
+        break;
+      }
+    if (r < 0)
+      break;
+  }
+  mdb_cursor_close(cur);
+  if (r == 0 && rc != MDB_NOTFOUND)
+    r = tc_store_mdb_error(rc, "reading objects", st->meta_path);
+  /* The batch only read: nothing to commit. */
+  mdb_txn_abort(st->txn);
+  st->txn = NULL;
+  return r;
+}
+
+static void
+store_free(struct tc_store *st)
+{
+  if (st->txn)
+    mdb_txn_abort(st->txn);
+  if (st->env)
+    mdb_env_close(st->env);
+  if (st->fd >= 0)
+    close(st->fd);
+  tc_alloc_destroy(&st->alloc);
+  free(st->to_free.v);
+  free(st->to_punch.v);
+  free(st->valbuf);
+  free(st->iobuf);
+  free(st->data_path);
+  free(st->meta_path);
+  pthread_mutex_destroy(&st->lock);
+  free(st);
+}
+
+int
+tc_store_open(struct tc_store **out, const char *data_path, const char *meta_path)
+{
+  struct tc_store *st = calloc(1, sizeof *st);
+  if (!st)
+    return tc_error(ENOMEM, "no memory for a store");
+  st->fd = -1;
+  pthread_mutex_init(&st->lock, NULL);
+  st->data_path = strdup(data_path);
+  if (meta_path)
+    st->meta_path = strdup(meta_path);
+  else if (asprintf(&st->meta_path, "%s.meta", data_path) < 0)
+    st->meta_path = NULL;
+  if (!st->data_path || !st->meta_path) {
+    store_free(st);
+    return tc_error(ENOMEM, "no memory for a store");
+  }
+  int r = -1;
+  st->fd = open(data_path, O_RDWR | O_CLOEXEC);
+  if (st->fd < 0) {
+    tc_error(errno, "%s: open: %m", data_path);
+    goto out;
+  }
+  if (flock(st->fd, LOCK_EX | LOCK_NB) < 0) {
+    tc_error(errno == EWOULDBLOCK ? EBUSY : errno, "%s: the store is open in another process", data_path);
+    goto out;
+  }
+  uint8_t sector[TC_STORE_HDR_SIZE];
+  ssize_t n = pread(st->fd, sector, sizeof sector, 0);
+  if (n < 0) {
+    tc_error(errno, "%s: read: %m", data_path);
+    goto out;
+  }
+  if ((size_t) n < sizeof st->hdr) {
+    tc_error(EINVAL, "%s is not a tromcho OSD store (only %zd bytes long)", data_path, n);
+    goto out;
+  }
+  memcpy(&st->hdr, sector, sizeof st->hdr);
+  if (tc_store_hdr_check(&st->hdr, data_path) < 0)
+    goto out;
+  struct stat sb;
+  if (fstat(st->fd, &sb) < 0) {
+    tc_error(errno, "%s: stat: %m", data_path);
+    goto out;
+  }
+  if (S_ISREG(sb.st_mode) && (uint64_t) sb.st_size < st->hdr.size) {
+    tc_error(EINVAL, "%s is %jd bytes, shorter than its store (%" PRIu64 "): truncated?",
+             data_path, (intmax_t) sb.st_size, st->hdr.size);
+    goto out;
+  }
+  if (access(st->meta_path, F_OK) < 0) {
+    tc_error(ENOENT, "%s: the store's metadata %s is missing", data_path, st->meta_path);
+    goto out;
+  }
+  if (tc_store_meta_open(&st->env, st->meta_path, st->hdr.size, 0) < 0)
+    goto out;
+  MDB_txn *txn = NULL;
+  MDB_dbi info;
+  int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+  if (rc) {
+    tc_store_mdb_error(rc, "mdb_txn_begin", st->meta_path);
+    goto out;
+  }
+  MDB_val k = { 6, "header" }, v;
+  if ((rc = mdb_dbi_open(txn, "info", 0, &info)) || (rc = mdb_dbi_open(txn, "objects", 0, &st->objs)) ||
+      (rc = mdb_get(txn, info, &k, &v))) {
+    mdb_txn_abort(txn);
+    tc_store_mdb_error(rc, "not the metadata of a store", st->meta_path);
+    errno = EINVAL;
+    goto out;
+  }
+  int same = v.mv_size == sizeof st->hdr && memcmp(v.mv_data, &st->hdr, sizeof st->hdr) == 0;
+  if ((rc = mdb_txn_commit(txn))) {   /* keeps the dbi handles */
+    tc_store_mdb_error(rc, "mdb_txn_commit", st->meta_path);
+    goto out;
+  }
+  if (!same) {
+    tc_error(EINVAL, "%s: the metadata %s belongs to another store (header differs)", data_path, st->meta_path);
+    goto out;
+  }
+  st->spb = st->hdr.block_size / TC_STORE_SECTOR;
+  st->bm_words = (st->spb + 63) / 64;
+  st->valbuf = malloc(tc_obj_rec_max_size(st->spb));
+  st->iobuf = aligned_alloc(TC_STORE_SECTOR, st->hdr.block_size);
+  if (!st->valbuf || !st->iobuf) {
+    tc_error(ENOMEM, "no memory for a store");
+    goto out;
+  }
+  if (tc_alloc_init(&st->alloc, (uint32_t) ((st->hdr.size - st->hdr.data_offset) / TC_STORE_SECTOR)) < 0 ||
+      rebuild_alloc(st) < 0)
+    goto out;
+  r = 0;
+out:
+  if (r < 0) {
+    int err = errno;
+    store_free(st);
+    errno = err;
+    return -1;
+  }
+  *out = st;
+  return 0;
+}
+
+int
+tc_store_close(struct tc_store *st)
+{
+  if (!st)
+    return 0;
+  int r = 0;
+  if (!st->broken && (st->txn || st->data_dirty || st->to_free.n || st->to_punch.n))
+    r = commit(st);
+  store_free(st);
+  return r;
+}
+
+void
+tc_store_get_info(const struct tc_store *st, struct tc_store_info *info)
+{
+  memcpy(info->uuid, st->hdr.uuid, sizeof info->uuid);
+  info->osd_num = st->hdr.osd_num;
+  info->block_size = st->hdr.block_size;
+  info->size = st->hdr.size;
+  info->data_offset = st->hdr.data_offset;
+  info->data_sectors = st->alloc.nsect;
+}
+
+/* Check a range: sector-aligned, non-empty, inside one object. */
+static int
+check_range(const struct tc_store *st, const char *op, uint64_t inode, uint64_t offset, uint64_t len)
+{
+  if (offset % TC_STORE_SECTOR || len % TC_STORE_SECTOR || len == 0)
+    return tc_error(EINVAL, "store %s: inode %#" PRIx64 " offset %" PRIu64 " length %" PRIu64
+                    " is not whole 4 KiB sectors", op, inode, offset, len);
+  if (offset / st->hdr.block_size != (offset + len - 1) / st->hdr.block_size)
+    return tc_error(EINVAL, "store %s: inode %#" PRIx64 " offset %" PRIu64 " length %" PRIu64
+                    " crosses an object boundary (block size %" PRIu32 ")", op, inode, offset, len,
+                    st->hdr.block_size);
+  return 0;
+}
+
+static uint64_t
+sector_pos(const struct tc_store *st, uint32_t loc)
+{
+  return st->hdr.data_offset + (uint64_t) loc * TC_STORE_SECTOR;
+}
+
+/* Read the present sectors [first, first+count) of st->rec into buf,
+ * one pread per physically contiguous run. */
+static int
+read_sectors(struct tc_store *st, uint8_t *buf, uint32_t first, uint32_t count)
+{
+  for (uint32_t i = first; i < first + count;) {
+    if (!tc_bit(st->rec.bitmap, i)) {
+      i++;
+      continue;
+    }
+    uint32_t j = i + 1;
+    while (j < first + count && tc_bit(st->rec.bitmap, j) && st->rec.loc[j] == st->rec.loc[j - 1] + 1)
+      j++;
+    size_t len = (size_t) (j - i) * TC_STORE_SECTOR;
+    uint8_t *p = buf + (size_t) (i - first) * TC_STORE_SECTOR;
+    uint64_t pos = sector_pos(st, st->rec.loc[i]);
+    while (len) {
+      ssize_t r = pread(st->fd, p, len, (off_t) pos);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        return tc_error(r < 0 ? errno : EIO, "store %s: read at %" PRIu64 ": %s", st->data_path, pos,
+                        r < 0 ? strerror(errno) : "end of file");
+      p += r;
+      pos += (uint64_t) r;
+      len -= (size_t) r;
+    }
+    i = j;
+  }
+  return 0;
+}
+
+int
+tc_store_read(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
+              void *buf, uint8_t *present, uint64_t *version)
+{
+  SCOPED_LOCK(&st->lock);
+  CHECK_USABLE(st);
+  if (check_range(st, "read", inode, offset, len) < 0)
+    return -1;
+  MDB_txn *txn = NULL;
+  if (batch(st, &txn) < 0)
+    return mark_broken(st);
+  uint64_t block = offset / st->hdr.block_size;
+  uint32_t first = (uint32_t) (offset % st->hdr.block_size / TC_STORE_SECTOR), count = len / TC_STORE_SECTOR;
+  int found = rec_load(st, txn, inode, block);
+  if (found < 0)
+    return mark_broken(st);
+  if (present)
+    memset(present, 0, (count + 7) / 8);
+  if (version)
+    *version = st->rec.version;
+  uint8_t *out = buf;
+  int npresent = 0;
+  for (uint32_t i = 0; i < count; i++)
+    if (!tc_bit(st->rec.bitmap, first + i))
+      memset(out + (size_t) i * TC_STORE_SECTOR, 0, TC_STORE_SECTOR);
+  if (read_sectors(st, out, first, count) < 0) {
+    memset(buf, 0, len);
+    return -1;
+  }
+  uint64_t base = offset / TC_STORE_SECTOR - first;   /* inode sector of the object's sector 0 */
+  for (uint32_t i = 0; i < count; i++) {
+    uint32_t s = first + i;
+    if (!tc_bit(st->rec.bitmap, s))
+      continue;
+    if (tc_sector_csum(out + (size_t) i * TC_STORE_SECTOR, inode, base + s) != st->rec.csum[s]) {
+      st->checksum_errors++;
+      memset(buf, 0, len);
+      tc_error(EIO, "store %s: checksum mismatch in inode %#" PRIx64 " offset %" PRIu64
+               " (data sector %" PRIu32 " at byte %" PRIu64 ")", st->data_path, inode,
+               (base + s) * TC_STORE_SECTOR, st->rec.loc[s], sector_pos(st, st->rec.loc[s]));
+      tc_err("%s", tc_last_error());
+      errno = EIO;
+      return -1;
+    }
+    if (present)
+      present[i / 8] |= (uint8_t) (1u << (i % 8));
+    npresent++;
+  }
+  return npresent;
+}
+
+/* Write all of buf at pos. */
+static int
+pwrite_all(struct tc_store *st, const uint8_t *p, size_t len, uint64_t pos)
+{
+  while (len) {
+    ssize_t r = pwrite(st->fd, p, len, (off_t) pos);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return tc_error(r < 0 ? errno : EIO, "store %s: write at %" PRIu64 ": %s", st->data_path, pos,
+                      r < 0 ? strerror(errno) : "short write");
+    p += r;
+    pos += (uint64_t) r;
+    len -= (size_t) r;
+  }
+  return 0;
+}
+
+/* Allocate count sectors into locs, committing the batch once to reclaim
+ * old copies if the data area is full. On failure nothing stays allocated. */
+static int
+alloc_sectors(struct tc_store *st, uint32_t *locs, uint32_t count)
+{
+  for (int attempt = 0;; attempt++) {
+    uint32_t got = 0;
+    while (got < count) {
+      uint32_t start, n = tc_alloc_run(&st->alloc, count - got, &start);
+      if (!n)
+        break;
+      for (uint32_t k = 0; k < n; k++)
+        locs[got++] = start + k;
+    }
+    if (got == count)
+      return 0;
+    for (uint32_t k = 0; k < got; k++)
+      tc_alloc_release(&st->alloc, locs[k], 1);
+    if (attempt || (!st->to_free.n && !st->to_punch.n))
+      return tc_error(ENOSPC, "store %s: the data area is full (%" PRIu32 " sectors)",
+                      st->data_path, st->alloc.nsect);
+    if (commit(st) < 0)
+      return mark_broken(st);
+  }
+}
+
+int
+tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
+               const void *buf, uint64_t version)
+{
+  SCOPED_LOCK(&st->lock);
+  CHECK_USABLE(st);
+  if (check_range(st, "write", inode, offset, len) < 0)
+    return -1;
+  uint64_t block = offset / st->hdr.block_size;
+  uint32_t first = (uint32_t) (offset % st->hdr.block_size / TC_STORE_SECTOR), count = len / TC_STORE_SECTOR;
+  uint32_t locs[TC_STORE_MAX_SECTORS];
+  uint64_t sums[TC_STORE_MAX_SECTORS];
+  const uint8_t *in = buf;
+  for (uint32_t i = 0; i < count; i++)
+    sums[i] = tc_sector_csum(in + (size_t) i * TC_STORE_SECTOR, inode, offset / TC_STORE_SECTOR + i);
+  if (alloc_sectors(st, locs, count) < 0)
+    return -1;
+  /* New data to free sectors first; nothing points at them yet. */
+  for (uint32_t i = 0; i < count;) {
+    uint32_t j = i + 1;
+    while (j < count && locs[j] == locs[j - 1] + 1)
+      j++;
+    if (pwrite_all(st, in + (size_t) i * TC_STORE_SECTOR, (size_t) (j - i) * TC_STORE_SECTOR,
+                   sector_pos(st, locs[i])) < 0) {
+      for (uint32_t k = 0; k < count; k++)
+        tc_alloc_release(&st->alloc, locs[k], 1);
+      return -1;
+    }
+    i = j;
+  }
+  st->data_dirty = 1;
+  MDB_txn *txn = NULL;
+  if (batch(st, &txn) < 0 || rec_load(st, txn, inode, block) < 0)
+    return mark_broken(st);
+  for (uint32_t i = 0; i < count; i++) {
+    uint32_t s = first + i;
+    if (tc_bit(st->rec.bitmap, s) && tc_runs_add(&st->to_free, st->rec.loc[s], 1) < 0)
+      return mark_broken(st);
+    tc_bit_set(st->rec.bitmap, s);
+    st->rec.loc[s] = locs[i];
+    st->rec.csum[s] = sums[i];
+  }
+  st->rec.version = version;
+  if (rec_save(st, txn, inode, block) < 0)
+    return mark_broken(st);
+  if (++st->batch_ops >= TC_STORE_BATCH_MAX && commit(st) < 0)
+    return mark_broken(st);
+  return 0;
+}
+
+/* Delete sectors; with tombstone, also set the version and keep the
+ * object's record when no sector remains. */
+static int
+store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len, int tombstone,
+             uint64_t version)
+{
+  SCOPED_LOCK(&st->lock);
+  CHECK_USABLE(st);
+  if (check_range(st, "delete", inode, offset, len) < 0)
+    return -1;
+  uint64_t block = offset / st->hdr.block_size;
+  uint32_t first = (uint32_t) (offset % st->hdr.block_size / TC_STORE_SECTOR), count = len / TC_STORE_SECTOR;
+  MDB_txn *txn = NULL;
+  if (batch(st, &txn) < 0)
+    return mark_broken(st);
+  int found = rec_load(st, txn, inode, block);
+  if (found < 0)
+    return mark_broken(st);
+  if (!found && !tombstone)
+    return 0;
+  int changed = tombstone && (!found || st->rec.version != version);
+  for (uint32_t s = first; s < first + count; s++)
+    if (tc_bit(st->rec.bitmap, s)) {
+      if (tc_runs_add(&st->to_punch, st->rec.loc[s], 1) < 0)
+        return mark_broken(st);
+      tc_bit_clear(st->rec.bitmap, s);
+      changed = 1;
+    }
+  if (!changed)
+    return 0;
+  if (tombstone)
+    st->rec.version = version;
+  if (rec_save_keep(st, txn, inode, block, tombstone) < 0)
+    return mark_broken(st);
+  if (++st->batch_ops >= TC_STORE_BATCH_MAX && commit(st) < 0)
+    return mark_broken(st);
+  return 0;
+}
+
+int
+tc_store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len)
+{
+  return store_delete(st, inode, offset, len, 0, 0);
+}
+
+int
+tc_store_delete_version(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
+                        uint64_t version)
+{
+  return store_delete(st, inode, offset, len, 1, version);
+}
+
+int
+tc_store_delete_object(struct tc_store *st, uint64_t inode, uint64_t offset)
+{
+  uint64_t start = offset - offset % st->hdr.block_size;
+  return tc_store_delete(st, inode, start, st->hdr.block_size);
+}
+
+int
+tc_store_sync(struct tc_store *st)
+{
+  SCOPED_LOCK(&st->lock);
+  CHECK_USABLE(st);
+  if (commit(st) < 0)
+    return mark_broken(st);
+  return 0;
+}
+
+int
+tc_store_scrub(struct tc_store *st, uint64_t inode, uint64_t offset, uint8_t *bad)
+{
+  SCOPED_LOCK(&st->lock);
+  CHECK_USABLE(st);
+  uint64_t block = offset / st->hdr.block_size;
+  if (bad)
+    memset(bad, 0, (st->spb + 7) / 8);
+  MDB_txn *txn = NULL;
+  if (batch(st, &txn) < 0)
+    return mark_broken(st);
+  int found = rec_load(st, txn, inode, block);
+  if (found <= 0)
+    return found < 0 ? mark_broken(st) : 0;
+  if (read_sectors(st, st->iobuf, 0, st->spb) < 0)
+    return -1;
+  int nbad = 0;
+  uint64_t base = block * st->spb;
+  for (uint32_t s = 0; s < st->spb; s++)
+    if (tc_bit(st->rec.bitmap, s) &&
+        tc_sector_csum(st->iobuf + (size_t) s * TC_STORE_SECTOR, inode, base + s) != st->rec.csum[s]) {
+      nbad++;
+      st->checksum_errors++;
+      if (bad)
+        bad[s / 8] |= (uint8_t) (1u << (s % 8));
+      tc_err("store %s: scrub: checksum mismatch in inode %#" PRIx64 " offset %" PRIu64
+             " (data sector %" PRIu32 ")", st->data_path, inode, (base + s) * TC_STORE_SECTOR, st->rec.loc[s]);
+    }
+  return nbad;
+}
+
+int
+tc_store_list(struct tc_store *st, uint64_t inode_min, uint64_t inode_max,
+              tc_store_list_cb cb, void *opaque)
+{
+  SCOPED_LOCK(&st->lock);
+  CHECK_USABLE(st);
+  MDB_txn *txn = NULL;
+  MDB_cursor *cur;
+  if (batch(st, &txn) < 0)
+    return mark_broken(st);
+  int rc = mdb_cursor_open(txn, st->objs, &cur);
+  if (rc)
+    return tc_store_mdb_error(rc, "mdb_cursor_open", st->meta_path);
+  uint8_t key[16];
+  tc_obj_key(key, inode_min, 0);
+  MDB_val k = { sizeof key, key }, v;
+  int r = 0;
+  struct tc_store_obj obj;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); !rc; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    uint64_t block;
+    tc_obj_key_parse(k.mv_data, &obj.inode, &block);
+    if (obj.inode > inode_max)
+      break;
+    if (tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size) < 0) {
+      r = tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64 ": %s",
+                   st->meta_path, obj.inode, block, tc_last_error());
+      break;
+    }
+    obj.offset = block * st->hdr.block_size;
+    obj.version = st->rec.version;
+    memcpy(obj.bitmap, st->rec.bitmap, sizeof obj.bitmap);
+    obj.sectors = 0;
+    for (uint32_t w = 0; w < st->bm_words; w++)
+      obj.sectors += (uint32_t) __builtin_popcountll(obj.bitmap[w]);
+    if ((r = cb(opaque, &obj)) != 0)
+      break;
+  }
+  if (r == 0 && rc && rc != MDB_NOTFOUND)
+    r = tc_store_mdb_error(rc, "listing objects", st->meta_path);
+  mdb_cursor_close(cur);
+  return r;
+}
+
+int
+tc_store_stats(struct tc_store *st, struct tc_store_stats *s)
+{
+  SCOPED_LOCK(&st->lock);
+  CHECK_USABLE(st);
+  MDB_txn *txn = NULL;
+  MDB_stat ms;
+  if (batch(st, &txn) < 0)
+    return mark_broken(st);
+  int rc = mdb_stat(txn, st->objs, &ms);
+  if (rc)
+    return tc_store_mdb_error(rc, "mdb_stat", st->meta_path);
+  memset(s, 0, sizeof *s);
+  s->objects = ms.ms_entries;
+  s->used_bytes = (uint64_t) st->alloc.used * TC_STORE_SECTOR;
+  s->data_bytes = (uint64_t) st->alloc.nsect * TC_STORE_SECTOR;
+  s->free_bytes = s->data_bytes - s->used_bytes;
+  s->unsynced_ops = st->batch_ops;
+  s->checksum_errors = st->checksum_errors;
+  s->commits = st->commits;
+  return 0;
+}

@@ -1,0 +1,121 @@
+/* The sector allocator of the OSD store: a bitmap over the data area with
+ * next-fit allocation, so sequential writes land in contiguous sectors. It
+ * lives only in memory and is rebuilt from the object records at open. */
+#include <config.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "store_impl.h"
+
+int
+tc_alloc_init(struct tc_alloc *a, uint32_t nsect)
+{
+  memset(a, 0, sizeof *a);
+  a->bits = calloc((nsect + 63) / 64 + 1, sizeof(uint64_t));
+  if (!a->bits)
+    return tc_error(ENOMEM, "store allocator: no memory for %u sectors", nsect);
+  a->nsect = nsect;
+  tc_alloc_reset(a);
+  return 0;
+}
+
+void
+tc_alloc_destroy(struct tc_alloc *a)
+{
+  free(a->bits);
+  a->bits = NULL;
+}
+
+void
+tc_alloc_reset(struct tc_alloc *a)
+{
+  size_t words = (a->nsect + 63) / 64;
+  memset(a->bits, 0, (words + 1) * sizeof(uint64_t));
+  /* Bits past the end are permanently "used" so searches stop there. */
+  for (uint32_t i = a->nsect; i < words * 64 + 64; i++)
+    a->bits[i / 64] |= 1ull << (i % 64);
+  a->used = 0;
+  a->cursor = 0;
+}
+
+int
+tc_alloc_claim(struct tc_alloc *a, uint32_t loc)
+{
+  if (loc >= a->nsect || tc_bit(a->bits, loc))
+    return -1;
+  tc_bit_set(a->bits, loc);
+  a->used++;
+  return 0;
+}
+
+/* First free sector at or after from, or nsect if none. */
+static uint32_t
+find_free(const struct tc_alloc *a, uint32_t from)
+{
+  size_t words = (a->nsect + 63) / 64;
+  size_t w = from / 64;
+  if (w >= words)
+    return a->nsect;
+  uint64_t x = ~a->bits[w] & (~0ull << (from % 64));
+  while (!x) {
+    if (++w >= words)
+      return a->nsect;
+    x = ~a->bits[w];
+  }
+  uint32_t s = (uint32_t) (w * 64 + __builtin_ctzll(x));
+  return s < a->nsect ? s : a->nsect;
+}
+
+uint32_t
+tc_alloc_run(struct tc_alloc *a, uint32_t want, uint32_t *start)
+{
+  if (a->used >= a->nsect || want == 0)
+    return 0;
+  uint32_t s = find_free(a, a->cursor);
+  if (s >= a->nsect)
+    s = find_free(a, 0);
+  if (s >= a->nsect)
+    return 0;
+  uint32_t n = 0;
+  while (n < want && s + n < a->nsect && !tc_bit(a->bits, s + n)) {
+    tc_bit_set(a->bits, s + n);
+    n++;
+  }
+  a->used += n;
+  a->cursor = s + n < a->nsect ? s + n : 0;
+  *start = s;
+  return n;
+}
+
+void
+tc_alloc_release(struct tc_alloc *a, uint32_t start, uint32_t n)
+{
+  for (uint32_t i = start; i < start + n && i < a->nsect; i++)
+    if (tc_bit(a->bits, i)) {
+      tc_bit_clear(a->bits, i);
+      a->used--;
+    }
+}
+
+int
+tc_runs_add(struct tc_runs *r, uint32_t start, uint32_t n)
+{
+  /* Extend the last run when contiguous: sequential frees stay one entry. */
+  if (r->n && r->v[r->n - 1][0] + r->v[r->n - 1][1] == start) {
+    r->v[r->n - 1][1] += n;
+    return 0;
+  }
+  if (r->n == r->cap) {
+    size_t cap = r->cap ? r->cap * 2 : 64;
+    void *v = realloc(r->v, cap * sizeof r->v[0]);
+    if (!v)
+      return tc_error(ENOMEM, "store: no memory for the list of sectors to free");
+    r->v = v;
+    r->cap = cap;
+  }
+  r->v[r->n][0] = start;
+  r->v[r->n][1] = n;
+  r->n++;
+  return 0;
+}

@@ -1,0 +1,115 @@
+/* Internals of the OSD store shared by store.c, store_format.c,
+ * store_meta.c and store_alloc.c. Not part of the API. */
+#ifndef TROMCHO_OSD_STORE_IMPL_H
+#define TROMCHO_OSD_STORE_IMPL_H
+#include <pthread.h>
+#include <stdint.h>
+#include <lmdb.h>
+#include "store.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the store's on-disk formats are written for little-endian hosts"
+#endif
+
+#define TC_STORE_HDR_SIZE 4096
+#define TC_STORE_HDR_AREA (1u << 20)   /* data area starts at max(this, block_size) */
+#define TC_STORE_MAGIC "TROMCHO-OSDSTORE"
+#define TC_STORE_FORMAT_VERSION 1
+#define TC_STORE_BITMAP_WORDS (TC_STORE_MAX_SECTORS / 64)
+
+/* The header at offset 0 of the data file; also kept in the metadata under
+ * the key "header" so a data file and its metadata are checked to match. */
+struct tc_store_hdr {
+  char magic[16];
+  uint32_t format_version;
+  uint32_t block_size;
+  uint64_t osd_num;
+  uint64_t size;
+  uint64_t data_offset;
+  uint8_t uuid[16];
+  uint64_t created;        /* seconds since the epoch */
+  uint64_t checksum;       /* XXH3-64 of everything above */
+} __attribute__((packed));
+
+/* Fill and check headers (store_format.c). check returns -1 with a message
+ * naming what (a file path) on a missing magic, bad checksum or bad field. */
+void tc_store_hdr_seal(struct tc_store_hdr *h);
+int tc_store_hdr_check(const struct tc_store_hdr *h, const char *what);
+
+/* --- sector allocator (store_alloc.c): a bitmap over the data area --- */
+struct tc_alloc {
+  uint64_t *bits;     /* 1 = in use */
+  uint32_t nsect;
+  uint32_t used;
+  uint32_t cursor;    /* next-fit: where the last allocation ended */
+};
+int tc_alloc_init(struct tc_alloc *a, uint32_t nsect);
+void tc_alloc_destroy(struct tc_alloc *a);
+void tc_alloc_reset(struct tc_alloc *a);
+/* Mark one sector used while rebuilding from metadata; -1 if it already is
+ * (two objects claim one sector: the metadata is corrupt). */
+int tc_alloc_claim(struct tc_alloc *a, uint32_t loc);
+/* Allocate up to want contiguous sectors; returns how many (>= 1) with the
+ * first in *start, 0 if the data area is full. */
+uint32_t tc_alloc_run(struct tc_alloc *a, uint32_t want, uint32_t *start);
+void tc_alloc_release(struct tc_alloc *a, uint32_t start, uint32_t n);
+
+/* --- object records (store_meta.c) --- */
+/* An object's metadata, expanded: arrays indexed by sector in the object. */
+struct tc_obj_rec {
+  uint64_t version;
+  uint64_t bitmap[TC_STORE_BITMAP_WORDS];
+  uint32_t loc[TC_STORE_MAX_SECTORS];
+  uint64_t csum[TC_STORE_MAX_SECTORS];
+};
+/* LMDB key of (inode, block): 16 bytes big-endian so keys sort by inode then block. */
+void tc_obj_key(uint8_t key[16], uint64_t inode, uint64_t block);
+void tc_obj_key_parse(const uint8_t key[16], uint64_t *inode, uint64_t *block);
+/* Encoded: version, bitmap (words for spb sectors), then for each present
+ * sector in order its u32 location, then their u64 checksums. */
+size_t tc_obj_rec_encode(const struct tc_obj_rec *r, uint32_t spb, uint8_t *out);
+int tc_obj_rec_decode(struct tc_obj_rec *r, uint32_t spb, const void *val, size_t len);
+size_t tc_obj_rec_max_size(uint32_t spb);
+static inline int tc_bit(const uint64_t *bm, uint32_t i) { return (bm[i / 64] >> (i % 64)) & 1; }
+static inline void tc_bit_set(uint64_t *bm, uint32_t i) { bm[i / 64] |= 1ull << (i % 64); }
+static inline void tc_bit_clear(uint64_t *bm, uint32_t i) { bm[i / 64] &= ~(1ull << (i % 64)); }
+/* The checksum of one sector: XXH3-64 seeded with its logical address. */
+uint64_t tc_sector_csum(const void *data, uint64_t inode, uint64_t inode_sector);
+
+/* A growable list of sector runs. */
+struct tc_runs {
+  uint32_t (*v)[2];   /* start, count */
+  size_t n, cap;
+};
+int tc_runs_add(struct tc_runs *r, uint32_t start, uint32_t n);
+
+struct tc_store {
+  pthread_mutex_t lock;
+  int fd;
+  char *data_path;
+  char *meta_path;
+  struct tc_store_hdr hdr;
+  uint32_t spb;               /* sectors per block */
+  uint32_t bm_words;          /* bitmap words per object */
+  MDB_env *env;
+  MDB_dbi objs;               /* (inode, block) -> object record */
+  MDB_txn *txn;               /* the open batch, NULL if none */
+  int broken;                 /* errno that made the store refuse calls, 0 if fine */
+  int data_dirty;             /* data written since the last fdatasync */
+  uint32_t batch_ops;
+  struct tc_alloc alloc;
+  struct tc_runs to_free;     /* old copies: free once the batch is durable */
+  struct tc_runs to_punch;    /* deleted: free and punch once durable */
+  struct tc_obj_rec rec;      /* scratch, under lock */
+  uint8_t *valbuf;            /* scratch for encoding, tc_obj_rec_max_size */
+  uint8_t *iobuf;             /* scratch for scrub, one block */
+  uint64_t checksum_errors;
+  uint64_t commits;
+};
+
+/* LMDB environment of a store: open (create only when formatting). */
+int tc_store_meta_open(MDB_env **env, const char *path, uint64_t data_size, int create);
+/* Name an LMDB error in a tc_error message; returns -1. */
+int tc_store_mdb_error(int rc, const char *what, const char *path);
+
+#endif

@@ -1,0 +1,515 @@
+/* The OSD store: format and open refusals, round trips against an
+ * in-memory model, presence bitmaps, holes, versions, delete, list,
+ * persistence across reopen and across a crash, checksum detection on read
+ * and scrub, ENOSPC and space reclaim, sparse deletes, many objects. */
+#include <config.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "crypto.h"
+#include "error.h"
+#include "log.h"
+#include "store.h"
+#include "tap.h"
+
+#define SEC TC_STORE_SECTOR
+static char dir[64];
+
+static char *
+path(const char *name)
+{
+  static char buf[4][128];
+  static int k;
+  k = (k + 1) % 4;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+  return buf[k];
+}
+
+static uint64_t
+splitmix(uint64_t *s)
+{
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* The content of one sector of inode at inode sector s written with version v. */
+static void
+fill(uint8_t *p, uint64_t inode, uint64_t s, uint64_t v)
+{
+  uint64_t seed = inode * 1000003 + s * 7919 + v * 104729;
+  for (size_t i = 0; i < SEC; i += 8) {
+    uint64_t x = splitmix(&seed);
+    memcpy(p + i, &x, 8);
+  }
+}
+
+static int
+format(const char *name, uint64_t size, uint32_t bs, uint64_t osd, bool force)
+{
+  struct tc_store_format_opts o = { .data_path = path(name), .size = size, .osd_num = osd,
+                                    .block_size = bs, .force = force };
+  return tc_store_format(&o);
+}
+
+static int
+all_zero(const uint8_t *p, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (p[i])
+      return 0;
+  return 1;
+}
+
+static void
+test_format_and_open(void)
+{
+  struct tc_store *st;
+  CHECK(format("a", 32 << 20, 0, 0, false) < 0 && errno == EINVAL && strstr(tc_last_error(), "osd_num"),
+        "osd_num 0 refused: %s", tc_last_error());
+  CHECK(format("a", 1 << 20, 0, 1, false) < 0 && errno == EINVAL && strstr(tc_last_error(), "too small"),
+        "too small refused: %s", tc_last_error());
+  CHECK(access(path("a"), F_OK) < 0, "a refused format creates no file");
+  CHECK(format("a", 32 << 20, 12288, 1, false) < 0 && errno == EINVAL, "block size 12k refused");
+  CHECK(format("a", 32 << 20, 0, 7, false) == 0, "format: %s", tc_last_error());
+  struct stat sb;
+  CHECK(stat(path("a"), &sb) == 0 && sb.st_size == 32 << 20 && sb.st_blocks * 512 < (1 << 20),
+        "the data file is sparse (%jd blocks)", (intmax_t) sb.st_blocks);
+  CHECK(format("a", 32 << 20, 0, 7, false) < 0 && errno == EEXIST && strstr(tc_last_error(), "already formatted"),
+        "formatted file refused without force: %s", tc_last_error());
+
+  /* Garbage and foreign files. */
+  int fd = open(path("garbage"), O_WRONLY | O_CREAT, 0600);
+  uint8_t junk[8192];
+  tc_random(junk, sizeof junk);
+  CHECK(fd >= 0 && write(fd, junk, sizeof junk) == (ssize_t) sizeof junk && ftruncate(fd, 32 << 20) == 0, "garbage file");
+  close(fd);
+  CHECK(tc_store_open(&st, path("garbage"), NULL) < 0 && errno == EINVAL &&
+        strstr(tc_last_error(), "not a tromcho OSD store") && strstr(tc_last_error(), "garbage"),
+        "garbage refused on open: %s", tc_last_error());
+  CHECK(format("garbage", 0, 0, 1, false) < 0 && errno == EEXIST && strstr(tc_last_error(), "not a tromcho store"),
+        "garbage refused by format: %s", tc_last_error());
+  CHECK(format("garbage", 0, 0, 1, true) == 0, "garbage formatted with force: %s", tc_last_error());
+  CHECK(tc_store_open(&st, path("garbage"), NULL) == 0 && tc_store_close(st) == 0, "forced store opens");
+
+  /* A header with one flipped byte. */
+  CHECK(format("flip", 32 << 20, 0, 2, false) == 0, "format flip");
+  fd = open(path("flip"), O_RDWR);
+  uint8_t b;
+  CHECK(pread(fd, &b, 1, 40) == 1, "read header");
+  b ^= 0x10;
+  CHECK(pwrite(fd, &b, 1, 40) == 1, "flip header byte");
+  close(fd);
+  CHECK(tc_store_open(&st, path("flip"), NULL) < 0 && errno == EINVAL && strstr(tc_last_error(), "corrupt"),
+        "corrupt header refused: %s", tc_last_error());
+
+  /* Metadata of another store; missing metadata; opened twice. */
+  CHECK(format("b", 32 << 20, 0, 8, false) == 0, "format b");
+  CHECK(tc_store_open(&st, path("a"), path("b.meta")) < 0 && errno == EINVAL &&
+        strstr(tc_last_error(), "another store"), "foreign metadata refused: %s", tc_last_error());
+  CHECK(tc_store_open(&st, path("a"), path("none.meta")) < 0 && errno == ENOENT, "missing metadata refused");
+  CHECK(access(path("none.meta"), F_OK) < 0, "open does not create metadata");
+  struct tc_store *st2;
+  CHECK(tc_store_open(&st, path("a"), NULL) == 0, "open a: %s", tc_last_error());
+  CHECK(tc_store_open(&st2, path("a"), NULL) < 0 && errno == EBUSY, "second open refused: %s", tc_last_error());
+  CHECK(format("a", 0, 0, 7, true) < 0 && errno == EBUSY, "format of an open store refused");
+  struct tc_store_info info;
+  tc_store_get_info(st, &info);
+  CHECK(info.osd_num == 7 && info.block_size == TC_STORE_DEFAULT_BLOCK_SIZE && info.size == 32 << 20 &&
+        info.data_offset == 1 << 20 && info.data_sectors == (31u << 20) / SEC, "info");
+  tc_store_close(st);
+}
+
+/* The model: per (inode, block) sector contents by version, 0 = absent. */
+#define M_INODES 3
+#define M_BLOCKS 6
+#define M_SPB 16    /* 64 KiB blocks */
+static uint64_t model_ver[M_INODES][M_BLOCKS][M_SPB];   /* version that wrote each sector */
+static uint64_t model_objver[M_INODES][M_BLOCKS];
+
+static int
+check_model(struct tc_store *st, const char *when)
+{
+  static uint8_t buf[M_SPB * SEC], want[SEC];
+  uint8_t present[M_SPB / 8];
+  int bad = 0;
+  for (int i = 0; i < M_INODES; i++)
+    for (int b = 0; b < M_BLOCKS; b++) {
+      uint64_t inode = 0x1000000000000ull + i, ver = 99;
+      int n = tc_store_read(st, inode, (uint64_t) b * M_SPB * SEC, M_SPB * SEC, buf, present, &ver);
+      int expect_n = 0;
+      for (int s = 0; s < M_SPB; s++) {
+        int p = (present[s / 8] >> (s % 8)) & 1;
+        expect_n += model_ver[i][b][s] != 0;
+        if (p != (model_ver[i][b][s] != 0))
+          bad++;
+        else if (p) {
+          fill(want, inode, (uint64_t) b * M_SPB + s, model_ver[i][b][s]);
+          bad += memcmp(want, buf + s * SEC, SEC) != 0;
+        }
+        else
+          bad += !all_zero(buf + s * SEC, SEC);
+      }
+      bad += n != expect_n;
+      bad += ver != (expect_n ? model_objver[i][b] : 0);
+    }
+  CHECK(bad == 0, "%s: store matches the model (%d mismatches)", when, bad);
+  return bad;
+}
+
+static int
+count_cb(void *opaque, const struct tc_store_obj *o)
+{
+  int *n = opaque;
+  int i = (int) (o->inode - 0x1000000000000ull), b = (int) (o->offset / (M_SPB * SEC));
+  int ok = i >= 0 && i < M_INODES && b < M_BLOCKS && o->version == model_objver[i][b];
+  uint32_t sectors = 0;
+  for (int s = 0; s < M_SPB; s++) {
+    int p = (o->bitmap[0] >> s) & 1;
+    sectors += p;
+    ok &= p == (model_ver[i][b][s] != 0);
+  }
+  ok &= sectors == o->sectors && sectors > 0;
+  n[0]++;
+  n[1] += !ok;
+  return 0;
+}
+
+static void
+test_round_trips(void)
+{
+  struct tc_store *st;
+  CHECK(format("rt", 64 << 20, 64 * 1024, 1, false) == 0, "format rt: %s", tc_last_error());
+  CHECK(tc_store_open(&st, path("rt"), NULL) == 0, "open rt: %s", tc_last_error());
+  static uint8_t buf[M_SPB * SEC];
+  uint64_t seed = 42, version = 0;
+  check_model(st, "empty store");
+  for (int op = 0; op < 3000; op++) {
+    int i = (int) (splitmix(&seed) % M_INODES), b = (int) (splitmix(&seed) % M_BLOCKS);
+    int first = (int) (splitmix(&seed) % M_SPB), count = 1 + (int) (splitmix(&seed) % (M_SPB - first));
+    uint64_t inode = 0x1000000000000ull + i, off = ((uint64_t) b * M_SPB + first) * SEC;
+    int kind = (int) (splitmix(&seed) % 10);
+    if (kind < 8) {
+      version++;
+      for (int s = 0; s < count; s++)
+        fill(buf + s * SEC, inode, (uint64_t) b * M_SPB + first + s, version);
+      if (tc_store_write(st, inode, off, (uint32_t) count * SEC, buf, version) < 0) {
+        CHECK(0, "write: %s", tc_last_error());
+        break;
+      }
+      for (int s = 0; s < count; s++)
+        model_ver[i][b][first + s] = version;
+      model_objver[i][b] = version;
+    }
+    else {
+      if (tc_store_delete(st, inode, off, (uint32_t) count * SEC) < 0) {
+        CHECK(0, "delete: %s", tc_last_error());
+        break;
+      }
+      for (int s = 0; s < count; s++)
+        model_ver[i][b][first + s] = 0;
+    }
+    if (kind == 9 && tc_store_sync(st) < 0)
+      CHECK(0, "sync: %s", tc_last_error());
+    if (op % 500 == 499 && check_model(st, "random writes"))
+      break;
+  }
+  /* Partial reads: ranges inside one object report their own bitmap. */
+  int bad = 0;
+  for (int t = 0; t < 200; t++) {
+    int i = (int) (splitmix(&seed) % M_INODES), b = (int) (splitmix(&seed) % M_BLOCKS);
+    int first = (int) (splitmix(&seed) % M_SPB), count = 1 + (int) (splitmix(&seed) % (M_SPB - first));
+    uint64_t inode = 0x1000000000000ull + i;
+    uint8_t present[2], want[SEC];
+    memset(buf, 0xAA, sizeof buf);
+    int n = tc_store_read(st, inode, ((uint64_t) b * M_SPB + first) * SEC, (uint32_t) count * SEC, buf, present, NULL);
+    int expect = 0;
+    for (int s = 0; s < count; s++) {
+      uint64_t v = model_ver[i][b][first + s];
+      expect += v != 0;
+      bad += (int) ((present[s / 8] >> (s % 8)) & 1) != (v != 0);
+      if (v)
+        fill(want, inode, (uint64_t) b * M_SPB + first + s, v);
+      else
+        memset(want, 0, SEC);
+      bad += memcmp(want, buf + s * SEC, SEC) != 0;
+    }
+    bad += n != expect;
+  }
+  CHECK(bad == 0, "partial reads match the model (%d mismatches)", bad);
+
+  /* List: all objects, then one inode. */
+  int cnt[2] = { 0, 0 }, expect_all = 0, expect_one = 0;
+  for (int i = 0; i < M_INODES; i++)
+    for (int b = 0; b < M_BLOCKS; b++) {
+      int any = 0;
+      for (int s = 0; s < M_SPB; s++)
+        any |= model_ver[i][b][s] != 0;
+      expect_all += any;
+      expect_one += any && i == 1;
+    }
+  CHECK(tc_store_list(st, 0, UINT64_MAX, count_cb, cnt) == 0 && cnt[0] == expect_all && cnt[1] == 0,
+        "list all: %d objects (%d expected), %d wrong", cnt[0], expect_all, cnt[1]);
+  cnt[0] = cnt[1] = 0;
+  CHECK(tc_store_list(st, 0x1000000000001ull, 0x1000000000001ull, count_cb, cnt) == 0 &&
+        cnt[0] == expect_one && cnt[1] == 0, "list one inode: %d objects (%d expected)", cnt[0], expect_one);
+  struct tc_store_stats ss;
+  CHECK(tc_store_stats(st, &ss) == 0 && ss.objects == (uint64_t) expect_all, "stats objects %" PRIu64, ss.objects);
+
+  /* Misuse. */
+  CHECK(tc_store_write(st, 1, 100, SEC, buf, 1) < 0 && errno == EINVAL && strstr(tc_last_error(), "4 KiB"),
+        "unaligned write refused: %s", tc_last_error());
+  CHECK(tc_store_read(st, 1, 0, 100, buf, NULL, NULL) < 0 && errno == EINVAL, "unaligned read refused");
+  CHECK(tc_store_write(st, 1, 60 * 1024, 8192, buf, 1) < 0 && errno == EINVAL &&
+        strstr(tc_last_error(), "object boundary"), "write across objects refused: %s", tc_last_error());
+  CHECK(tc_store_write(st, 1, 0, 0, buf, 1) < 0 && errno == EINVAL, "empty write refused");
+
+  /* Whole-object delete; a missing object reads as a hole with version 0. */
+  uint64_t ver = 1;
+  CHECK(tc_store_delete_object(st, 0x1000000000000ull, 5) == 0, "delete object");
+  memset(model_ver[0][0], 0, sizeof model_ver[0][0]);
+  memset(buf, 0xAA, sizeof buf);
+  uint8_t present[2] = { 0xFF, 0xFF };
+  CHECK(tc_store_read(st, 0x1000000000000ull, 0, M_SPB * SEC, buf, present, &ver) == 0 && ver == 0 &&
+        present[0] == 0 && present[1] == 0 && all_zero(buf, sizeof buf), "deleted object reads as a hole");
+  CHECK(tc_store_read(st, 777, 1 << 20, SEC, buf, present, &ver) == 0 && ver == 0 && all_zero(buf, SEC),
+        "never-written object reads as zeros");
+
+  /* Persistence: close (which syncs) and reopen. */
+  CHECK(tc_store_close(st) == 0, "close: %s", tc_last_error());
+  CHECK(tc_store_open(&st, path("rt"), NULL) == 0, "reopen: %s", tc_last_error());
+  check_model(st, "after reopen");
+  tc_store_close(st);
+}
+
+/* A child writes, syncs, writes more without syncing, and dies: the
+ * reopened store has the synced writes and the old data of the rest. */
+static void
+test_crash_loses_only_unsynced(void)
+{
+  struct tc_store *st;
+  static uint8_t buf[4 * SEC], want[SEC];
+  CHECK(format("crash", 32 << 20, 0, 1, false) == 0, "format crash");
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (tc_store_open(&st, path("crash"), NULL) < 0)
+      _exit(2);
+    for (int s = 0; s < 4; s++)
+      fill(buf + s * SEC, 5, (uint64_t) s, 1);
+    if (tc_store_write(st, 5, 0, 4 * SEC, buf, 1) < 0 || tc_store_sync(st) < 0)
+      _exit(3);
+    for (int s = 0; s < 2; s++)
+      fill(buf + s * SEC, 5, (uint64_t) s + 1, 2);
+    if (tc_store_write(st, 5, SEC, 2 * SEC, buf, 2) < 0 || tc_store_write(st, 5, 1 << 17, SEC, buf, 2) < 0)
+      _exit(4);
+    _exit(0);   /* no sync, no close: as kill -9 */
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  CHECK(tc_store_open(&st, path("crash"), NULL) == 0, "reopen after crash: %s", tc_last_error());
+  uint64_t ver = 0;
+  uint8_t present = 0;
+  int n = tc_store_read(st, 5, 0, 4 * SEC, buf, &present, &ver);
+  int same = 1;
+  for (int s = 0; s < 4; s++) {
+    fill(want, 5, (uint64_t) s, 1);
+    same &= memcmp(want, buf + s * SEC, SEC) == 0;
+  }
+  CHECK(n == 4 && present == 0xF && ver == 1 && same, "synced write intact, unsynced overwrite absent (n=%d ver=%" PRIu64 ")", n, ver);
+  CHECK(tc_store_read(st, 5, 1 << 17, SEC, buf, &present, &ver) == 0 && ver == 0, "unsynced new object absent");
+  /* The sectors the lost writes used are free again. */
+  struct tc_store_stats ss;
+  CHECK(tc_store_stats(st, &ss) == 0 && ss.used_bytes == 4 * SEC && ss.objects == 1,
+        "space of lost writes reclaimed (used %" PRIu64 ")", ss.used_bytes);
+  tc_store_close(st);
+}
+
+/* Find the file offset of a 16-byte pattern in the data file. */
+static off_t
+find_in_file(const char *p, const uint8_t *pat)
+{
+  int fd = open(p, O_RDONLY);
+  static uint8_t buf[1 << 20];
+  off_t pos = 0, found = -1;
+  ssize_t n;
+  while (found < 0 && (n = pread(fd, buf, sizeof buf, pos)) > 0) {
+    for (ssize_t i = 0; i + 16 <= n; i += SEC)
+      if (memcmp(buf + i, pat, 16) == 0) {
+        found = pos + i;
+        break;
+      }
+    pos += n;
+  }
+  close(fd);
+  return found;
+}
+
+static void
+test_corruption(void)
+{
+  struct tc_store *st;
+  static uint8_t buf[8 * SEC];
+  CHECK(format("bad", 32 << 20, 0, 1, false) == 0, "format bad");
+  CHECK(tc_store_open(&st, path("bad"), NULL) == 0, "open bad");
+  for (int s = 0; s < 8; s++)
+    fill(buf + s * SEC, 9, 64 + (uint64_t) s, 3);
+  CHECK(tc_store_write(st, 9, 64 * SEC, 8 * SEC, buf, 3) == 0 && tc_store_close(st) == 0, "write 8 sectors");
+  /* Flip one byte in the data of sector 5 (inode offset 69 * 4096). */
+  uint8_t pat[SEC];
+  fill(pat, 9, 69, 3);
+  off_t at = find_in_file(path("bad"), pat);
+  CHECK(at > 0, "found the sector in the data file");
+  int fd = open(path("bad"), O_RDWR);
+  uint8_t b;
+  CHECK(pread(fd, &b, 1, at + 1000) == 1, "read byte");
+  b ^= 0x01;
+  CHECK(pwrite(fd, &b, 1, at + 1000) == 1, "flip byte");
+  close(fd);
+
+  CHECK(tc_store_open(&st, path("bad"), NULL) == 0, "reopen bad");
+  memset(buf, 0xAA, sizeof buf);
+  int r = tc_store_read(st, 9, 64 * SEC, 8 * SEC, buf, NULL, NULL);
+  CHECK(r < 0 && errno == EIO && strstr(tc_last_error(), "checksum mismatch") &&
+        strstr(tc_last_error(), "inode 0x9") && strstr(tc_last_error(), "offset 282624"),
+        "flipped byte detected on read: %s", tc_last_error());
+  CHECK(all_zero(buf, sizeof buf), "no corrupted data returned");
+  uint8_t want[SEC];
+  fill(want, 9, 64, 3);
+  CHECK(tc_store_read(st, 9, 64 * SEC, 5 * SEC, buf, NULL, NULL) == 5 && memcmp(buf, want, SEC) == 0,
+        "the good sectors before it still read");
+  uint8_t bad[4];
+  CHECK(tc_store_scrub(st, 9, 64 * SEC, bad) == 1 && bad[0] == (1 << 5) && bad[1] == 0,
+        "scrub finds the bad sector (%02x %02x)", bad[0], bad[1]);
+  CHECK(tc_store_scrub(st, 9, 0, bad) == 0, "scrub of a missing object is clean");
+  /* Rewriting the bad sector repairs it (as recovery from a replica would). */
+  fill(want, 9, 69, 4);
+  CHECK(tc_store_write(st, 9, 69 * SEC, SEC, want, 4) == 0 && tc_store_scrub(st, 9, 64 * SEC, bad) == 0 &&
+        tc_store_read(st, 9, 64 * SEC, 8 * SEC, buf, NULL, NULL) == 8, "rewrite repairs");
+  struct tc_store_stats ss;
+  CHECK(tc_store_stats(st, &ss) == 0 && ss.checksum_errors == 2, "checksum errors counted (%" PRIu64 ")",
+        ss.checksum_errors);
+  tc_store_close(st);
+
+  /* Data moved to another place is caught too: the checksum is seeded with
+   * the sector's logical address. Copy sector 64 over sector 65. */
+  fill(pat, 9, 64, 3);
+  off_t a64 = find_in_file(path("bad"), pat);
+  fill(pat, 9, 65, 3);
+  off_t a65 = find_in_file(path("bad"), pat);
+  fd = open(path("bad"), O_RDWR);
+  CHECK(a64 > 0 && a65 > 0 && pread(fd, buf, SEC, a64) == SEC && pwrite(fd, buf, SEC, a65) == SEC, "misplace a sector");
+  close(fd);
+  CHECK(tc_store_open(&st, path("bad"), NULL) == 0, "reopen bad");
+  CHECK(tc_store_read(st, 9, 65 * SEC, SEC, buf, NULL, NULL) < 0 && errno == EIO, "misplaced sector detected");
+  tc_store_close(st);
+}
+
+static void
+test_space(void)
+{
+  struct tc_store *st;
+  static uint8_t buf[32 * SEC];
+  memset(buf, 0x5A, sizeof buf);
+  CHECK(format("full", 16 << 20, 0, 1, false) == 0, "format full");
+  CHECK(tc_store_open(&st, path("full"), NULL) == 0, "open full");
+  int blocks = 0, r;
+  while ((r = tc_store_write(st, 1, (uint64_t) blocks * sizeof buf, sizeof buf, buf, 1)) == 0)
+    blocks++;
+  CHECK(r < 0 && errno == ENOSPC && blocks == 120, "ENOSPC after %d blocks of 128 KiB: %s", blocks, tc_last_error());
+  /* Nothing awaits freeing, so even an overwrite (copy-on-write) is refused. */
+  CHECK(tc_store_write(st, 1, 0, SEC, buf, 2) < 0 && errno == ENOSPC, "overwrite on a full store refused");
+  CHECK(tc_store_read(st, 1, 0, sizeof buf, buf, NULL, NULL) == 32, "still readable when full");
+  struct stat sb1, sb2;
+  CHECK(tc_store_sync(st) == 0 && stat(path("full"), &sb1) == 0, "sync");
+  for (int b = 0; b < 60; b++)
+    CHECK(tc_store_delete_object(st, 1, (uint64_t) b * sizeof buf) == 0, "delete");
+  CHECK(tc_store_sync(st) == 0 && stat(path("full"), &sb2) == 0, "sync after delete");
+  CHECK(sb2.st_blocks < sb1.st_blocks - (60 * 128 * 1024 / 512) + 64,
+        "deleted space punched out of the file (%jd -> %jd blocks)", (intmax_t) sb1.st_blocks, (intmax_t) sb2.st_blocks);
+  /* Overwrites reuse space: 200 rounds of overwriting 60 blocks fit. */
+  int ok = 1;
+  for (int round = 0; round < 5 && ok; round++)
+    for (int b = 60; b < 120 && ok; b++)
+      ok = tc_store_write(st, 1, (uint64_t) b * sizeof buf, sizeof buf, buf, 3 + (uint64_t) round) == 0;
+  CHECK(ok, "overwrites reclaim old copies: %s", tc_last_error());
+  struct tc_store_stats ss;
+  CHECK(tc_store_stats(st, &ss) == 0 && ss.objects == 60, "60 objects left");
+  tc_store_close(st);
+}
+
+static int
+sum_cb(void *opaque, const struct tc_store_obj *o)
+{
+  uint64_t *sum = opaque;
+  sum[0]++;
+  sum[1] += o->version;
+  return 0;
+}
+
+static void
+test_many_objects(int n)
+{
+  struct tc_store *st;
+  static uint8_t buf[SEC];
+  CHECK(format("many", (uint64_t) n * SEC + (32 << 20), 0, 1, false) == 0, "format many");
+  CHECK(tc_store_open(&st, path("many"), NULL) == 0, "open many");
+  int bad = 0;
+  uint64_t vsum = 0;
+  for (int i = 0; i < n && !bad; i++) {
+    uint64_t inode = 1 + (uint64_t) (i % 7), block = (uint64_t) i * 2654435761u % 1000003;
+    memcpy(buf, &i, sizeof i);
+    bad += tc_store_write(st, inode, block * TC_STORE_DEFAULT_BLOCK_SIZE + (uint64_t) (i % 32) * SEC, SEC,
+                          buf, (uint64_t) i + 1) < 0;
+    vsum += (uint64_t) i + 1;
+  }
+  CHECK(!bad, "%d writes to new objects: %s", n, tc_last_error());
+  CHECK(tc_store_close(st) == 0 && tc_store_open(&st, path("many"), NULL) == 0, "reopen many");
+  for (int i = 0; i < n && bad < 5; i++) {
+    uint64_t inode = 1 + (uint64_t) (i % 7), block = (uint64_t) i * 2654435761u % 1000003, ver = 0;
+    int got = -1;
+    int r = tc_store_read(st, inode, block * TC_STORE_DEFAULT_BLOCK_SIZE + (uint64_t) (i % 32) * SEC, SEC, buf, NULL, &ver);
+    memcpy(&got, buf, sizeof got);
+    bad += r != 1 || got != i || ver != (uint64_t) i + 1;
+  }
+  CHECK(!bad, "every object found after reopen");
+  uint64_t sum[2] = { 0, 0 };
+  struct tc_store_stats ss;
+  CHECK(tc_store_list(st, 0, UINT64_MAX, sum_cb, sum) == 0 && sum[0] == (uint64_t) n && sum[1] == vsum,
+        "list of %d objects with their versions", n);
+  CHECK(tc_store_stats(st, &ss) == 0 && ss.objects == (uint64_t) n && ss.used_bytes == (uint64_t) n * SEC,
+        "stats: %" PRIu64 " objects, %" PRIu64 " bytes", ss.objects, ss.used_bytes);
+  tc_store_close(st);
+}
+
+int
+main(void)
+{
+  if (tc_crypto_init() < 0)
+    return 1;
+  snprintf(dir, sizeof dir, "/tmp/test-store.XXXXXX");
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  test_format_and_open();
+  test_round_trips();
+  test_crash_loses_only_unsynced();
+  test_corruption();
+  test_space();
+  test_many_objects(getenv("TEST_STORE_OBJECTS") ? atoi(getenv("TEST_STORE_OBJECTS")) : 20000);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", dir);
+  return DONE();
+}
