@@ -276,7 +276,9 @@ tc_cert_verify_chain(const struct tc_cert_trust *trust, const uint8_t *const *de
   if (status) {
     gnutls_datum_t txt = { NULL, 0 };
     gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &txt, 0);
-    tc_error(EACCES, "certificate CN=%s: %s", cn, txt.data ? (char *) txt.data : "not trusted");
+    /* ESRCH: this CA is not the issuer (the caller may try another CA). */
+    tc_error(status & GNUTLS_CERT_SIGNER_NOT_FOUND ? ESRCH : EACCES, "certificate CN=%s: %s", cn,
+             txt.data ? (char *) txt.data : "not trusted");
     gnutls_free(txt.data);
     goto out;
   }

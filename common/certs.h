@@ -43,7 +43,8 @@ struct tc_cert_peer;
 /* Verify a chain given as DER blobs (end entity first) against trust at
  * time now: signatures, validity dates, CA constraints, key usage
  * (digitalSignature when the extension is present). On failure the message
- * says why (expired, not yet valid, unknown issuer, ...). */
+ * says why (expired, not yet valid, unknown issuer, ...); errno is ESRCH
+ * when the issuer is not in trust, EACCES for other reasons. */
 struct tc_cert_peer *tc_cert_verify_chain(const struct tc_cert_trust *trust,
                                           const uint8_t *const *der, const size_t *len, int n);
 void tc_cert_peer_free(struct tc_cert_peer *p);

@@ -215,14 +215,15 @@ publish_map(struct tc_cluster *cl, struct tc_map *m)
   cl->shared_map = tc_map_ref(m);
   pthread_mutex_unlock(&cl->map_lock);
   struct map_msg *mm = malloc(sizeof *mm);
+  if (mm) {
+    mm->cl = cl;
+    mm->map = m;
+  }
   if (!mm || tc_evloop_submit(cl->loop, map_apply, mm) < 0) {
     free(mm);
     tc_map_unref(m);
     tc_warn("cluster: could not hand the new map to the I/O thread (out of memory)");
-    return;
   }
-  mm->cl = cl;
-  mm->map = m;
 }
 
 static void *
@@ -451,6 +452,7 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
   struct tc_cluster *cl = cop->cl;
   void *payload = err == 0 ? req->reply_payload : NULL;
   bool own_payload = payload && payload != req->rbuf;
+  tc_debug("cluster: reply to sreq %p: err %d status %d", (void *) sr, err, err ? 0 : req->reply.status);
   if (err == 0 && req->reply.status == -EAGAIN)
     err = -EAGAIN;
   if (err < 0) {
@@ -535,7 +537,11 @@ sreq_dispatch(struct sreq *sr)
   }
   if (tc_now_ms() > cop->deadline) {
     int e = sr->last_err ? sr->last_err : -ETIMEDOUT;
-    tc_warn("cluster: giving up on an operation after %" PRIu64 " s: %s", cl->op_timeout_ms / 1000, strerror(-e));
+    if (!cop->error)
+      tc_warn("cluster: giving up on %s of inode 0x%" PRIx64 ": the cluster could not serve it in time (%s)",
+              sr->kind == SR_LIST ? "a listing" : sr->kind == SR_SYNC ? "a sync" : tc_osd_op_name(
+                cop->op->code == TC_OBJ_WRITE ? TC_OP_WRITE : cop->op->code == TC_OBJ_DELETE ? TC_OP_DELETE : TC_OP_READ),
+              cop->op ? cop->op->inode : cop->first, strerror(-e));
     part_finish(sr, e == -EAGAIN || e == -ECONNRESET || e == -ECONNREFUSED ? -ETIMEDOUT : e);
     return;
   }
@@ -606,6 +612,8 @@ sreq_dispatch(struct sreq *sr)
       break;
     }
   }
+  tc_debug("cluster: send %s inode 0x%" PRIx64 " offset %" PRIu64 " len %u to OSD %" PRIu64 " (sreq %p)",
+           tc_osd_op_name(h->opcode), h->inode, h->offset, sr->len, osd, (void *) sr);
   if (tc_msgr_call(conn, &sr->req) < 0) {
     request_refresh(cl);
     sreq_wait(sr, -ECONNRESET);

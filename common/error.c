@@ -1,6 +1,7 @@
 #include <config.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include "error.h"
 
 static _Thread_local char last_error[1024];
@@ -8,10 +9,14 @@ static _Thread_local char last_error[1024];
 int
 tc_error(int err, const char *fmt, ...)
 {
+  /* Format into a copy first: callers may pass tc_last_error() itself as an
+   * argument to wrap the previous message. */
+  char buf[sizeof last_error];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  memcpy(last_error, buf, sizeof buf);
   errno = err;
   return -1;
 }

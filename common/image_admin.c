@@ -675,6 +675,17 @@ int
 tc_admin_usage(struct tc_client *cl, uint64_t pool, int timeout_ms,
                void (*cb)(void *opaque, uint64_t inode, uint64_t bytes), void *opaque)
 {
+  /* Without a live primary for every PG there is nothing to wait for. */
+  struct tc_map *map = tc_cluster_map(tc_client_cluster(cl));
+  const struct tc_pool_info *p = tc_map_pool(map, pool);
+  bool ready = p != NULL;
+  for (uint32_t g = 0; p && g < p->pg_count && ready; g++) {
+    const struct tc_pg_info *pg = tc_map_pg(map, pool, g);
+    ready = pg && pg->primary && tc_map_osd(map, pg->primary);
+  }
+  tc_map_unref(map);
+  if (!ready)
+    return tc_error(EAGAIN, "pool %" PRIu64 ": some PG has no live primary", pool);
   struct tc_osd_list_entry *e;
   size_t n;
   if (tc_cluster_list(tc_client_cluster(cl), TC_INODE(pool, 1), TC_INODE(pool, (1ULL << TC_POOL_SHIFT) - 1),

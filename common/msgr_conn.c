@@ -611,10 +611,10 @@ parse(struct tc_msgr_conn *c)
         if (avail < 8)
           return 0;
         uint32_t alen = a[4] | a[5] << 8 | (uint32_t) a[6] << 16 | (uint32_t) a[7] << 24;
-        if (alen >= 2 && alen <= 202) {
+        if (alen >= 2 && alen <= 402) {
           if (avail < 8 + alen)
             return 0;
-          char text[201];
+          char text[401];
           size_t n = alen - 2;
           for (size_t i = 0; i < n; i++)
             text[i] = a[10 + i] >= 0x20 && a[10 + i] < 0x7f ? (char) a[10 + i] : '?';
@@ -706,6 +706,9 @@ do_read(struct tc_msgr_conn *c)
       return;
     }
   }
+  /* The last round's read may have completed a frame that no further
+   * event will announce (level-triggered: the socket may now be empty). */
+  parse(c);
 }
 
 void

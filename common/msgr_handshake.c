@@ -186,8 +186,8 @@ refuse(struct tc_hs *hs, struct tc_buf *out, int err, const char *fmt, ...)
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   hs->state = ST_FAILED;
-  uint8_t body[2 + 200];
-  size_t n = strnlen(msg, 200);
+  uint8_t body[2 + 400];
+  size_t n = strnlen(msg, 400);
   body[0] = err & 0xff;
   body[1] = (err >> 8) & 0xff;
   memcpy(body + 2, msg, n);
@@ -434,7 +434,7 @@ server_on_client_cert(struct tc_hs *hs, const uint8_t *body, size_t len, struct 
     { hs->cfg->mon_ca, TC_ROLE_MON, "mon_ca" },
     { hs->cfg->client_ca, TC_ROLE_USER, "client_ca" },
   };
-  char why[600] = "";
+  char why[600] = "", tried[64] = "";
   char cn[TC_CN_MAX];
   tc_cert_der_cn(der[0], dlen[0], cn, sizeof cn);
   for (int i = 0; i < 3; i++) {
@@ -446,12 +446,17 @@ server_on_client_cert(struct tc_hs *hs, const uint8_t *body, size_t len, struct 
       snprintf(hs->ident.name, sizeof hs->ident.name, "%s", tc_cert_peer_cn(hs->peer));
       break;
     }
-    snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s: %s", why[0] ? "; " : "", cas[i].name,
-             tc_last_error());
+    /* Report the CA that issued it (e.g. expired) over those that did not. */
+    if (errno != ESRCH && !why[0])
+      snprintf(why, sizeof why, "%s: %s", cas[i].name, tc_last_error());
+    snprintf(tried + strlen(tried), sizeof tried - strlen(tried), "%s%s", tried[0] ? ", " : "", cas[i].name);
   }
-  if (!hs->peer)
-    return refuse(hs, out, EACCES, "client certificate CN=%s is not trusted (%s)", cn,
-                  why[0] ? why : "no osd_ca, mon_ca or client_ca configured");
+  if (!hs->peer) {
+    if (why[0])
+      return refuse(hs, out, EACCES, "client certificate CN=%s is not trusted: %s", cn, why);
+    return refuse(hs, out, EACCES, "client certificate CN=%s is not trusted: its issuer is none of %s", cn,
+                  tried[0] ? tried : "(no osd_ca, mon_ca or client_ca configured)");
+  }
   if (!(roles_allowed(hs) & TC_ROLE_BIT(hs->ident.role))) {
     char rt[64];
     roles_text(roles_allowed(hs), rt, sizeof rt);
@@ -546,8 +551,8 @@ on_message(struct tc_hs *hs, const uint8_t *m, size_t mlen, struct tc_buf *out)
   size_t len = mlen - HDR;
   const char *who = hs->is_server ? "client" : "server";
   if (type == HS_ALERT) {
-    char text[201];
-    size_t n = len > 2 ? (len - 2 > 200 ? 200 : len - 2) : 0;
+    char text[401];
+    size_t n = len > 2 ? (len - 2 > 400 ? 400 : len - 2) : 0;
     for (size_t i = 0; i < n; i++)
       text[i] = body[2 + i] >= 0x20 && body[2 + i] < 0x7f ? body[2 + i] : '?';
     text[n] = 0;

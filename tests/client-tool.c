@@ -1,0 +1,346 @@
+/* client-tool: the client API driven from the shell tests (a helper, not a
+ * test itself). Config from TROMCHO_CONFIG / --config like every tool.
+ *
+ *   client-tool rawread IMAGE OFFSET LEN   the stored bytes of IMAGE's own
+ *                                          inode (ciphertext if encrypted)
+ *   client-tool threads IMAGE [ROUNDS]     8 threads write one unaligned range
+ *                                          at once (a reader watches); every
+ *                                          sector must be one writer's version
+ *   client-tool objects POOL ID            count the objects of inode POOL/ID
+ *                                          on the OSDs (SEC_LIST)
+ *   client-tool api IMAGE                  open/stat/list/resize/trim/zero/
+ *                                          extents/read-only checks (TAP)
+ * Exit 0 on success, 1 with "FAIL: ..." otherwise. */
+#include <config.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "client.h"
+#include "cluster.h"
+#include "crypto.h"
+#include "error.h"
+#include "image.h"
+#include "log.h"
+#include "tap.h"
+
+#define NTHREADS 8
+
+static uint64_t rng = 0x9E3779B97F4A7C15ULL;
+static uint64_t
+rnd(void)
+{
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+
+static int
+die(const char *what)
+{
+  fprintf(stderr, "FAIL: %s: %s\n", what, tc_last_error());
+  return 1;
+}
+
+static int
+cmd_rawread(struct tc_client *cl, const char *name, uint64_t off, uint32_t len)
+{
+  struct tc_image_meta m;
+  if (tc_client_stat(cl, name, &m, NULL) < 0)
+    return die("stat");
+  uint8_t *buf = aligned_alloc(4096, len), bm[64] = { 0 };
+  struct tc_objop op = { .code = TC_OBJ_READ, .inode = TC_INODE(m.pool, m.id), .offset = off, .len = len,
+                         .buf = buf, .bitmap = bm };
+  tc_image_meta_clear(&m);
+  if (!buf || tc_cluster_run(tc_client_cluster(cl), &op) < 0) {
+    free(buf);
+    return die("raw read");
+  }
+  int r = fwrite(buf, 1, len, stdout) == len ? 0 : 1;
+  free(buf);
+  return r;
+}
+
+/* --- concurrent writers --- */
+
+struct shared {
+  struct tc_image *img;
+  pthread_barrier_t start, done;
+  uint64_t off, len;
+  int rounds;
+  volatile int stop;
+  int failed;
+  char why[256];
+};
+
+struct writer {
+  struct shared *s;
+  int id;
+};
+
+static void
+fail_shared(struct shared *s, const char *why)
+{
+  if (!s->failed) {
+    s->failed = 1;
+    snprintf(s->why, sizeof s->why, "%s", why);
+  }
+}
+
+static void *
+writer_main(void *arg)
+{
+  struct writer *w = arg;
+  struct shared *s = w->s;
+  uint8_t *buf = malloc(1 << 20);
+  for (int r = 0; r < s->rounds; r++) {
+    pthread_barrier_wait(&s->start);
+    memset(buf, 0xA0 + w->id, s->len);
+    if (tc_image_write(s->img, buf, s->len, s->off) < 0)
+      fail_shared(s, tc_last_error());
+    pthread_barrier_wait(&s->done);
+  }
+  free(buf);
+  return NULL;
+}
+
+/* Is every sector's part of [off, off+len) one byte value from a writer (or
+ * the background 0)? */
+static const char *
+check_sectors(const uint8_t *buf, uint64_t base, uint64_t n, uint64_t off, uint64_t len)
+{
+  static char why[160];
+  for (uint64_t s = base / 4096 * 4096; s < base + n; s += 4096) {
+    uint64_t a = s > off ? s : off, b = s + 4096 < off + len ? s + 4096 : off + len;
+    if (a < base)
+      a = base;
+    if (b > base + n)
+      b = base + n;
+    if (a >= b)
+      continue;
+    uint8_t v = buf[a - base];
+    if (v != 0 && (v < 0xA0 || v >= 0xA0 + NTHREADS)) {
+      snprintf(why, sizeof why, "sector at %" PRIu64 " holds 0x%02x, no writer's", s, v);
+      return why;
+    }
+    for (uint64_t i = a; i < b; i++)
+      if (buf[i - base] != v) {
+        snprintf(why, sizeof why, "sector at %" PRIu64 " is torn: 0x%02x at %" PRIu64 ", 0x%02x at %" PRIu64, s, v,
+                 a, buf[i - base], i);
+        return why;
+      }
+  }
+  return NULL;
+}
+
+static void *
+reader_main(void *arg)
+{
+  struct shared *s = arg;
+  uint8_t *buf = malloc(1 << 20);
+  while (!s->stop) {
+    uint64_t off = __atomic_load_n(&s->off, __ATOMIC_ACQUIRE), len = __atomic_load_n(&s->len, __ATOMIC_ACQUIRE);
+    if (tc_image_read(s->img, buf, len, off) < 0) {
+      fail_shared(s, tc_last_error());
+      break;
+    }
+    const char *why = check_sectors(buf, off, len, off, len);
+    /* The range moves between rounds: only complain about a torn sector. */
+    if (why && strstr(why, "torn") && !s->stop) {
+      uint64_t o2 = __atomic_load_n(&s->off, __ATOMIC_ACQUIRE);
+      if (o2 == off)
+        fail_shared(s, why);
+    }
+  }
+  free(buf);
+  return NULL;
+}
+
+static int
+cmd_threads(struct tc_client *cl, const char *name, int rounds)
+{
+  struct tc_image *img = tc_client_open(cl, name, false);
+  if (!img)
+    return die("open");
+  uint64_t size = tc_image_size(img);
+  struct shared s = { .img = img, .rounds = rounds };
+  pthread_barrier_init(&s.start, NULL, NTHREADS + 1);
+  pthread_barrier_init(&s.done, NULL, NTHREADS + 1);
+  pthread_t th[NTHREADS], rd;
+  struct writer w[NTHREADS];
+  uint8_t *buf = malloc(1 << 20), *zero = calloc(1, 1 << 20);
+  /* Start from zeros in the area used. */
+  if (tc_image_write(img, zero, 1 << 20, 0) < 0)
+    return die("zero");
+  s.off = 1;
+  s.len = 1;
+  for (int i = 0; i < NTHREADS; i++) {
+    w[i] = (struct writer) { &s, i };
+    pthread_create(&th[i], NULL, writer_main, &w[i]);
+  }
+  pthread_create(&rd, NULL, reader_main, &s);
+  int bad = 0;
+  for (int r = 0; r < rounds && !bad; r++) {
+    uint64_t len = rnd() % (200 * 1024) + 1, off = rnd() % ((1 << 20) - len);
+    if (off + len > size)
+      off = 0;
+    __atomic_store_n(&s.off, off, __ATOMIC_RELEASE);
+    __atomic_store_n(&s.len, len, __ATOMIC_RELEASE);
+    pthread_barrier_wait(&s.start);
+    pthread_barrier_wait(&s.done);
+    if (s.failed)
+      break;
+    /* Check the range and one sector either side (untouched bytes stay). */
+    uint64_t a = off / 4096 * 4096, b = (off + len + 4095) / 4096 * 4096;
+    if (tc_image_read(img, buf, b - a, a) < 0) {
+      fail_shared(&s, tc_last_error());
+      break;
+    }
+    const char *why = check_sectors(buf, a, b - a, off, len);
+    if (why) {
+      fail_shared(&s, why);
+      bad = 1;
+    }
+    /* Then clear it for the next round. */
+    if (tc_image_write(img, zero, b - a, a) < 0)
+      fail_shared(&s, tc_last_error());
+  }
+  /* Let the writers finish their remaining rounds if we broke early. */
+  s.stop = 1;
+  pthread_join(rd, NULL);
+  if (s.failed) {
+    fprintf(stderr, "FAIL: %s\n", s.why);
+    _exit(1);   /* writers may be stuck at the barrier */
+  }
+  for (int i = 0; i < NTHREADS; i++)
+    pthread_join(th[i], NULL);
+  tc_image_free(img);
+  free(buf);
+  free(zero);
+  printf("OK %d rounds of %d concurrent unaligned writers\n", rounds, NTHREADS);
+  return 0;
+}
+
+/* --- API checks (TAP) --- */
+
+static int
+list_cb(void *opaque, const struct tc_image_meta *m, bool writable)
+{
+  (void) writable;
+  int *n = opaque;
+  (*n)++;
+  return strcmp(m->name, "stop-here") == 0 ? 7 : 0;
+}
+
+struct ext { uint64_t alloc, free; };
+static int
+ext_cb(void *opaque, uint64_t off, uint64_t len, bool allocated)
+{
+  (void) off;
+  struct ext *e = opaque;
+  if (allocated)
+    e->alloc += len;
+  else
+    e->free += len;
+  return 0;
+}
+
+static int
+cmd_api(struct tc_client *cl, const char *name)
+{
+  struct tc_image *img = tc_client_open(cl, name, false);
+  CHECK(img != NULL, "open %s read-write", name);
+  if (!img)
+    return die("open");
+  uint64_t size = tc_image_size(img);
+  struct tc_image_meta m;
+  bool wr = false;
+  CHECK(tc_client_stat(cl, name, &m, &wr) == 0 && m.size == size && wr, "stat: size %" PRIu64 ", writable", size);
+  tc_image_meta_clear(&m);
+  errno = 0;
+  CHECK(tc_client_open(cl, "no-such-image", false) == NULL && errno == ENOENT, "open of a missing image: ENOENT (%s)",
+     tc_last_error());
+  int n = 0;
+  CHECK(tc_client_list(cl, list_cb, &n) == 0 && n >= 1, "list: %d image(s)", n);
+  /* write, flush, read back */
+  uint8_t *a = malloc(1 << 20), *b = malloc(1 << 20);
+  for (int i = 0; i < 1 << 20; i++)
+    a[i] = (uint8_t) rnd();
+  CHECK(tc_image_write(img, a, 300000, 12345) == 0 && tc_image_flush(img) == 0, "write 300000 bytes at 12345, flush");
+  CHECK(tc_image_read(img, b, 300000, 12345) == 0 && memcmp(a, b, 300000) == 0, "read back");
+  /* zero and trim read as zeros; extents see the hole */
+  CHECK(tc_image_zero(img, 100000, 20000, false) == 0 && tc_image_read(img, b, 100000, 20000) == 0 &&
+     b[0] == 0 && b[99999] == 0 && !memcmp(b, b + 1, 99999), "zero 100000 bytes at 20000");
+  CHECK(tc_image_trim(img, 65536, 131072) == 0 && tc_image_read(img, b, 65536, 131072) == 0 && !memcmp(b, b + 1, 65535) &&
+     b[0] == 0, "trim 64 KiB at 128 KiB");
+  struct ext e = { 0, 0 };
+  CHECK(tc_image_extents(img, 1 << 20, 0, ext_cb, &e) == 0 && e.alloc + e.free == 1 << 20 && e.alloc > 0 && e.free > 0,
+     "extents over 1 MiB: %" PRIu64 " allocated, %" PRIu64 " not", e.alloc, e.free);
+  /* beyond the end */
+  errno = 0;
+  CHECK(tc_image_write(img, a, 8192, size - 4096) < 0 && errno == ENOSPC, "write past the end: ENOSPC");
+  /* resize is seen by the open image */
+  CHECK(tc_client_resize(cl, name, size * 2) == 0 && tc_image_size(img) == size * 2, "resize to %" PRIu64 " (open image sees it)",
+     size * 2);
+  CHECK(tc_image_write(img, a, 4096, size * 2 - 4096) == 0, "write in the grown part");
+  CHECK(tc_client_resize(cl, name, size) == 0 && tc_image_size(img) == size, "shrink back");
+  CHECK(tc_client_resize(cl, name, size * 2) == 0 && tc_image_read(img, b, 4096, size * 2 - 4096) == 0 &&
+     !memcmp(b, b + 1, 4095) && b[0] == 0, "grown again: the dropped part reads as zeros");
+  CHECK(tc_client_resize(cl, name, size) == 0, "shrink back again");
+  /* read-only open */
+  struct tc_image *ro = tc_client_open(cl, name, true);
+  errno = 0;
+  CHECK(ro && tc_image_write(ro, a, 4096, 0) < 0 && errno == EROFS, "read-only open refuses writes: EROFS");
+  CHECK(ro && tc_image_read(ro, b, 4096, 12288) == 0 && !memcmp(a, b + 57, 4096 - 57),
+     "read-only open reads the data");
+  tc_image_free(ro);
+  tc_image_free(img);
+  free(a);
+  free(b);
+  return DONE();
+}
+
+int
+main(int argc, char **argv)
+{
+  tc_log_open("client-tool", 0);
+  struct tc_config *cfg = tc_config_load(&argc, argv);
+  if (!cfg || argc < 3 || tc_crypto_init() < 0) {
+    fprintf(stderr, "FAIL: usage: client-tool rawread|threads|api IMAGE ... (%s)\n", tc_last_error());
+    return 1;
+  }
+  tc_log_set_level(tc_log_level_parse(tc_config_str(cfg, "log_level")));
+  struct tc_client *cl = tc_client_new(cfg);
+  if (!cl)
+    return die("client");
+  int r = 1;
+  if (!strcmp(argv[1], "rawread") && argc == 5)
+    r = cmd_rawread(cl, argv[2], strtoull(argv[3], NULL, 0), (uint32_t) strtoul(argv[4], NULL, 0));
+  else if (!strcmp(argv[1], "objects") && argc == 4) {
+    uint64_t inode = TC_INODE(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
+    struct tc_osd_list_entry *e;
+    size_t n, k = 0;
+    if (tc_cluster_list(tc_client_cluster(cl), inode, inode, 0, &e, &n) == 0) {
+      for (size_t i = 0; i < n; i++)
+        k += e[i].inode == inode && e[i].bitmap != 0;
+      free(e);
+      printf("%zu\n", k);
+      r = 0;
+    }
+    else
+      r = die("list");
+  }
+  else if (!strcmp(argv[1], "threads"))
+    r = cmd_threads(cl, argv[2], argc > 3 ? atoi(argv[3]) : 20);
+  else if (!strcmp(argv[1], "api"))
+    r = cmd_api(cl, argv[2]);
+  else
+    fprintf(stderr, "FAIL: unknown command %s\n", argv[1]);
+  tc_client_free(cl);
+  tc_config_free(cfg);
+  return r;
+}

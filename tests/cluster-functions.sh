@@ -1,0 +1,67 @@
+# A small cluster for the client tests: a KV (kv-functions.sh), a pool and
+# OSDs on files, and /pg/config written here (a fixed placement, as the
+# monitor would write it). Source after functions.sh and kv-functions.sh.
+
+# kv_put KEY VALUE: write one key under the prefix (etcd v3 JSON API).
+kv_put () {
+  local k v
+  k=$(printf '%s' "/tromcho$1" | base64 -w0)
+  v=$(printf '%s' "$2" | base64 -w0)
+  curl -sf -X POST "$KV_URL/v3/kv/put" -d "{\"key\":\"$k\",\"value\":\"$v\"}" >/dev/null
+}
+# kv_get KEY: print one value.
+kv_get () {
+  local k
+  k=$(printf '%s' "/tromcho$1" | base64 -w0)
+  curl -sf -X POST "$KV_URL/v3/kv/range" -d "{\"key\":\"$k\"}" |
+    python3 -c 'import sys, json, base64; r = json.load(sys.stdin); [print(base64.b64decode(x["value"]).decode()) for x in r.get("kvs", [])]'
+}
+
+# The config file every tool of the test uses.
+write_conf () {
+  CONF=$TESTDIR/tromcho.conf
+  cat > "$CONF" <<JSON
+{"etcd_address": "$KV_URL", "log_level": "${LOG_LEVEL:-warn}", "client_op_timeout": ${OP_TIMEOUT:-60} ${EXTRA_CONF:-}}
+JSON
+  export TROMCHO_CONFIG=$CONF
+}
+
+# make_pool ID PG_COUNT PG_SIZE PG_MINSIZE [BLOCK_SIZE]
+make_pool () {
+  kv_put /config/pools "{\"$1\": {\"name\": \"pool$1\", \"pg_count\": $2, \"pg_size\": $3, \"pg_minsize\": $4, \"block_size\": ${5:-131072}}}"
+}
+
+# start_osd N: format a 256 MiB store and run OSD N on a free port.
+start_osd () {
+  local n=$1 dir=$TESTDIR/osd$1
+  mkdir -p "$dir"
+  [ -f "$dir/data" ] || tromcho osd-create --data "$dir/data" --osd_num "$n" --size ${OSD_SIZE:-256M} >"$dir/log" 2>&1 ||
+    { cat "$dir/log"; fail "osd-create $n"; }
+  tromcho-osd --osd_num "$n" --osd_data "$dir/data" >>"$dir/log" 2>&1 &
+  echo $! > "$dir/pid"
+  cleanup_fn "stop_osd $n"
+  wait_for osd_registered "$n" || { cat "$dir/log"; fail "OSD $n did not register"; }
+}
+osd_registered () { [ -n "$(kv_get "/osd/state/$1")" ]; }
+stop_osd () {
+  local dir=$TESTDIR/osd$1
+  [ -f "$dir/pid" ] || return 0
+  if [ "${2:-}" = -9 ]; then kill -9 "$(cat "$dir/pid")" 2>/dev/null || true; else stop_pid "$(cat "$dir/pid")"; fi
+  wait "$(cat "$dir/pid")" 2>/dev/null || true
+  rm -f "$dir/pid"
+}
+
+# set_pgs POOL PG_COUNT "OSD OSD ..." [REPLICAS]: PG i gets REPLICAS (default:
+# all) of the OSDs rotated by i, the first being the primary.
+set_pgs () {
+  local pool=$1 count=$2 osds=($3) items="" i j set
+  local size=${4:-${#osds[@]}}
+  for ((i = 0; i < count; i++)); do
+    set=""
+    for ((j = 0; j < size; j++)); do
+      set="$set${set:+, }${osds[$(( (i + j) % ${#osds[@]} ))]}"
+    done
+    items="$items${items:+, }\"$i\": {\"osd_set\": [$set], \"primary\": ${osds[$(( i % ${#osds[@]} ))]}}"
+  done
+  kv_put /pg/config "{\"items\": {\"$pool\": {$items}}}"
+}

@@ -1,0 +1,680 @@
+/* The messenger in one process: a server and a client endpoint on one
+ * event loop, joined through an in-loop TCP relay that can flip a bit at
+ * any byte of either direction, cut the stream, or drop, duplicate or swap
+ * a range of bytes (one record).
+ *
+ * Asserts:
+ *  - every mode runs with and without keys and echoes data intact;
+ *  - a keyed handshake with one bit flipped at ANY byte position, in either
+ *    direction, never completes a request: the connection closes;
+ *  - a frame with one bit flipped at any byte position closes the
+ *    connection in every mode with an integrity check (keyed none/payload/
+ *    gcm, clear payload); mode none catches header flips (payload bytes are
+ *    not checked in mode none, by definition: the test shows that too);
+ *  - a replayed, dropped or reordered record closes a keyed connection;
+ *    a truncated frame closes any connection; nothing crashes;
+ *  - key update: with a 2^2-record interval 200 echoes succeed and the
+ *    counters show the ratchet ran;
+ *  - back-pressure: a client over msgr_max_inflight_ops / _bytes keeps the
+ *    rest waiting (no failure), a server over its cap stops reading; all
+ *    complete once the server answers;
+ *  - a stalled handshake is closed after handshake_timeout. */
+#include <config.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include "certs.h"
+#include "crypto.h"
+#include "error.h"
+#include "evloop.h"
+#include "log.h"
+#include "msgr.h"
+#include "tap.h"
+
+static struct tc_evloop *loop;
+static char dir[64];
+static char osd_crt[128], osd_key[128], cli_crt[128], cli_key[128], ca_cli[128];
+
+/* ---------------- relay ---------------- */
+
+enum { OP_NONE, OP_DROP, OP_DUP, OP_SWAP };
+struct relay {
+  int lfd, port;
+  int fd[2];              /* 0: client side, 1: server side */
+  uint64_t count[2];      /* bytes received per direction (0: c2s, 1: s2c) */
+  long flip_at[2];        /* flip one bit at this offset (-1: none) */
+  long cut_at[2];         /* close everything when this offset is reached */
+  int op;                 /* on c2s: [op_start, op_start + op_len) */
+  long op_start, op_len;
+  uint8_t hold[65536];
+  size_t held;
+} R;
+
+static void relay_close(void)
+{
+  for (int i = 0; i < 2; i++)
+    if (R.fd[i] >= 0) {
+      tc_evloop_del_fd(loop, R.fd[i]);
+      close(R.fd[i]);
+      R.fd[i] = -1;
+    }
+}
+
+static void
+relay_send(int to, const uint8_t *p, size_t n)
+{
+  while (n) {
+    ssize_t w = write(R.fd[to], p, n);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EINTR)
+        continue;
+      return;
+    }
+    p += w;
+    n -= (size_t) w;
+  }
+}
+
+/* c2s with a held range op: bytes before op_start go through; the range
+ * (2 x op_len for a swap) is held and emitted transformed. */
+static void
+relay_c2s_op(const uint8_t *p, size_t n)
+{
+  long need = R.op == OP_SWAP ? 2 * R.op_len : R.op_len;
+  uint64_t base = R.count[0] - n;  /* offset of p[0] */
+  for (size_t i = 0; i < n; i++) {
+    uint64_t off = base + i;
+    if ((long) off < R.op_start || (long) off >= R.op_start + need) {
+      if (R.held && (long) off >= R.op_start + need) { /* cannot happen: flushed below */ }
+      relay_send(1, p + i, 1);
+      continue;
+    }
+    R.hold[R.held++] = p[i];
+    if ((long) R.held == need) {
+      if (R.op == OP_DUP) {
+        relay_send(1, R.hold, R.held);
+        relay_send(1, R.hold, R.held);
+      }
+      else if (R.op == OP_SWAP) {
+        relay_send(1, R.hold + R.op_len, R.op_len);
+        relay_send(1, R.hold, R.op_len);
+      }
+      /* OP_DROP: nothing */
+    }
+  }
+}
+
+static void
+relay_event(struct tc_evloop *l, int fd, uint32_t ev, void *arg)
+{
+  int from = (int) (intptr_t) arg, to = !from;
+  uint8_t buf[65536];
+  ssize_t n = read(fd, buf, sizeof buf);
+  if (n <= 0) {
+    if (n < 0 && errno == EAGAIN)
+      return;
+    relay_close();
+    return;
+  }
+  uint64_t start = R.count[from];
+  R.count[from] += (uint64_t) n;
+  if (R.flip_at[from] >= 0 && (uint64_t) R.flip_at[from] >= start && (uint64_t) R.flip_at[from] < R.count[from])
+    buf[R.flip_at[from] - start] ^= (uint8_t) (1u << (R.flip_at[from] % 8));
+  size_t fwd = (size_t) n;
+  int cut = 0;
+  if (R.cut_at[from] >= 0 && R.count[from] >= (uint64_t) R.cut_at[from]) {
+    fwd = (size_t) (R.cut_at[from] - (long) start);
+    if ((long) start > R.cut_at[from])
+      fwd = 0;
+    cut = 1;
+  }
+  if (from == 0 && R.op != OP_NONE && !cut)
+    relay_c2s_op(buf, fwd);
+  else
+    relay_send(to, buf, fwd);
+  if (cut)
+    relay_close();
+}
+
+static int server_port;
+
+static void
+relay_accept(struct tc_evloop *l, int fd, uint32_t ev, void *arg)
+{
+  int a = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (a < 0)
+    return;
+  if (R.fd[0] >= 0) {   /* one pair at a time */
+    close(a);
+    return;
+  }
+  int b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(server_port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+  if (connect(b, (struct sockaddr *) &sa, sizeof sa) < 0) {
+    close(a);
+    close(b);
+    return;
+  }
+  fcntl(b, F_SETFL, O_NONBLOCK);
+  R.fd[0] = a;
+  R.fd[1] = b;
+  R.count[0] = R.count[1] = 0;
+  R.held = 0;
+  tc_evloop_add_fd(loop, a, EPOLLIN, relay_event, (void *) 0);
+  tc_evloop_add_fd(loop, b, EPOLLIN, relay_event, (void *) 1);
+}
+
+static void
+relay_init(void)
+{
+  R.fd[0] = R.fd[1] = -1;
+  R.lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+  socklen_t sl = sizeof sa;
+  if (bind(R.lfd, (struct sockaddr *) &sa, sizeof sa) < 0 || listen(R.lfd, 16) < 0)
+    abort();
+  getsockname(R.lfd, (struct sockaddr *) &sa, &sl);
+  R.port = ntohs(sa.sin_port);
+  tc_evloop_add_fd(loop, R.lfd, EPOLLIN, relay_accept, NULL);
+}
+
+static void
+relay_plan(long flip_c2s, long flip_s2c, long cut_c2s, int op, long op_start, long op_len)
+{
+  R.flip_at[0] = flip_c2s;
+  R.flip_at[1] = flip_s2c;
+  R.cut_at[0] = cut_c2s;
+  R.cut_at[1] = -1;
+  R.op = op;
+  R.op_start = op_start;
+  R.op_len = op_len;
+}
+
+/* ---------------- endpoints ---------------- */
+
+/* Server: echo, or hold requests until released (back-pressure tests). */
+struct held { struct tc_msgr_conn *c; struct tc_frame_hdr h; void *p; };
+static struct held held[4096];
+static int nheld, hold_requests;
+
+static void
+echo_now(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload)
+{
+  struct tc_frame_hdr r = *hdr;
+  r.status = 0;
+  struct iovec iov = { payload, hdr->len };
+  tc_msgr_reply(c, &r, &iov, payload ? 1 : 0, TC_MSGR_INPLACE, free, payload);
+}
+
+static void
+srv_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload, void *arg)
+{
+  if (hold_requests && nheld < 4096) {
+    held[nheld++] = (struct held) { c, *hdr, payload };
+    return;
+  }
+  echo_now(c, hdr, payload);
+}
+
+static void
+release_held(void)
+{
+  hold_requests = 0;
+  for (int i = 0; i < nheld; i++)
+    echo_now(held[i].c, &held[i].h, held[i].p);
+  nheld = 0;
+}
+
+static struct tc_msgr *
+server_new(int mode, int keyed, int rekey_log2, uint32_t max_ops)
+{
+  struct tc_msgr_opts o = { .mode = mode, .force = TC_MODE_NONE, .handshake_timeout_ms = 400,
+                            .rekey_log2 = rekey_log2, .max_inflight_ops = max_ops,
+                            .on_request = srv_request };
+  if (keyed) {
+    o.cert = osd_crt;
+    o.pkey = osd_key;
+    o.client_ca = ca_cli;
+  }
+  struct tc_msgr *m = tc_msgr_new(loop, &o);
+  if (!m || tc_msgr_listen(m, "127.0.0.1", 0) < 0) {
+    fprintf(stderr, "server: %s\n", tc_last_error());
+    exit(1);
+  }
+  return m;
+}
+
+static struct tc_msgr *
+client_new(int mode, int keyed, uint32_t max_ops, uint64_t max_bytes)
+{
+  struct tc_msgr_opts o = { .mode = mode, .force = TC_MODE_UNSET, .handshake_timeout_ms = 400,
+                            .max_inflight_ops = max_ops, .max_inflight_bytes = max_bytes };
+  if (keyed) {
+    o.cert = cli_crt;
+    o.pkey = cli_key;
+    o.osd_ca = osd_crt;
+  }
+  struct tc_msgr *m = tc_msgr_new(loop, &o);
+  if (!m) {
+    fprintf(stderr, "client: %s\n", tc_last_error());
+    exit(1);
+  }
+  return m;
+}
+
+/* ---------------- one client run ---------------- */
+
+#define MAXREQ 256
+struct run {
+  struct tc_msgr_conn *conn;
+  int up, down, ok, bad, failed, n;
+  struct tc_msgr_req req[MAXREQ];
+  uint8_t *data[MAXREQ], *expect[MAXREQ];
+  struct iovec iov[MAXREQ];
+};
+
+static void
+run_done(struct tc_msgr_req *req, int err, void *arg)
+{
+  struct run *r = arg;
+  int i = (int) (req - r->req);
+  if (err)
+    r->failed++;
+  else if (req->reply.len == r->iov[i].iov_len &&
+           (!req->reply.len || !memcmp(req->reply_payload, r->expect[i], req->reply.len)))
+    r->ok++;
+  else
+    r->bad++;
+  if (!err && req->reply_payload && req->reply_payload != req->rbuf)
+    free(req->reply_payload);
+}
+
+static void
+run_conn(struct tc_msgr_conn *c, int event, int err, void *arg)
+{
+  struct run *r = arg;
+  if (event == TC_MSGR_UP)
+    r->up = 1;
+  else {
+    r->down = 1;
+    r->conn = NULL;
+  }
+}
+
+/* Connect to port, send n requests of size bytes, run until all are
+ * answered or failed (or timeout_ms), then close. */
+static void
+run_client(struct tc_msgr *m, int port, int n, size_t size, int timeout_ms, struct run *r)
+{
+  memset(r, 0, sizeof *r);
+  r->n = n;
+  r->conn = tc_msgr_connect(m, "127.0.0.1", port, run_conn, r);
+  if (!r->conn) {
+    r->down = 1;
+    r->failed = n;
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    r->data[i] = malloc(size);
+    r->expect[i] = malloc(size);
+    for (size_t k = 0; k < size; k++)
+      r->expect[i][k] = r->data[i][k] = (uint8_t) (k * 13 + i * 7 + 1);
+    r->iov[i] = (struct iovec) { r->data[i], size };
+    r->req[i].hdr.opcode = 7;
+    r->req[i].hdr.inode = 0x1234;
+    r->req[i].iov = &r->iov[i];
+    r->req[i].iovcnt = 1;
+    r->req[i].done = run_done;
+    r->req[i].arg = r;
+    tc_msgr_call(r->conn, &r->req[i]);
+  }
+  uint64_t end = tc_now_ms() + timeout_ms;
+  while ((n ? r->ok + r->bad + r->failed < n : !r->up && !r->down) && tc_now_ms() < end)
+    tc_evloop_run_once(loop, 20);
+  if (r->conn)
+    tc_msgr_close(r->conn);
+  while (!r->down)
+    tc_evloop_run_once(loop, 20);
+  relay_close();
+  for (int i = 0; i < 3; i++)   /* let the server side see the close */
+    tc_evloop_run_once(loop, 0);
+  for (int i = 0; i < n; i++) {
+    free(r->data[i]);
+    free(r->expect[i]);
+  }
+}
+
+/* ---------------- tests ---------------- */
+
+static void
+make_certs(void)
+{
+  snprintf(dir, sizeof dir, "/tmp/tromcho-test-msgr.XXXXXX");
+  if (!mkdtemp(dir))
+    abort();
+  char ca_key[128];
+  snprintf(osd_crt, sizeof osd_crt, "%s/osd_ca.crt", dir);
+  snprintf(osd_key, sizeof osd_key, "%s/osd_ca.key", dir);
+  snprintf(ca_cli, sizeof ca_cli, "%s/client_ca.crt", dir);
+  snprintf(ca_key, sizeof ca_key, "%s/client_ca.key", dir);
+  snprintf(cli_crt, sizeof cli_crt, "%s/user.crt", dir);
+  snprintf(cli_key, sizeof cli_key, "%s/user.key", dir);
+  /* Ed25519: fixed-size signatures, so handshake lengths are the same on
+   * every run and frame offsets can be computed. */
+  struct tc_cert_spec ca = { .cn = "test osd_ca", .is_ca = 1, .server = 1, .client = 1, .days = 2 };
+  struct tc_cert_spec cca = { .cn = "test client_ca", .is_ca = 1, .days = 2 };
+  struct tc_cert_spec user = { .cn = "tester", .client = 1, .days = 2 };
+  if (tc_cert_issue(&ca, TC_KEY_ED25519, NULL, NULL, osd_crt, osd_key) < 0 ||
+      tc_cert_issue(&cca, TC_KEY_ED25519, NULL, NULL, ca_cli, ca_key) < 0 ||
+      tc_cert_issue(&user, TC_KEY_ED25519, ca_cli, ca_key, cli_crt, cli_key) < 0) {
+    fprintf(stderr, "certs: %s\n", tc_last_error());
+    exit(1);
+  }
+}
+
+static const char *
+mname(int mode, int keyed)
+{
+  static char b[32];
+  snprintf(b, sizeof b, "%s/%s", tc_msgr_mode_name(mode), keyed ? "keyed" : "clear");
+  return b;
+}
+
+#define PAYLOAD 200
+
+int
+main(void)
+{
+  tc_log_open("test-msgr", 0);
+  tc_log_set_level(getenv("TEST_MSGR_VERBOSE") ? TC_LOG_DEBUG : TC_LOG_ERROR);
+  if (tc_crypto_init() < 0 || !(loop = tc_evloop_new()))
+    return 1;
+  uint64_t T0 = tc_now_ms();
+  make_certs();
+  relay_init();
+  relay_plan(-1, -1, -1, OP_NONE, 0, 0);
+
+  /* 1. Clean runs in every mode, and the stream lengths for the offsets. */
+  long hs_c2s[2], hs_s2c[2];   /* handshake bytes per keyed-ness */
+  long frame_c2s[3][2];        /* one request frame's bytes */
+  for (int keyed = 0; keyed < 2; keyed++)
+    for (int mode = 0; mode < 3; mode++) {
+      if (!keyed && mode == TC_MODE_GCM)
+        continue;
+      struct tc_msgr *s = server_new(mode, keyed, 0, 0);
+      struct tc_msgr *c = client_new(mode, keyed, 0, 0);
+      server_port = tc_msgr_listen_port(s);
+      struct run r;
+      run_client(c, R.port, 0, 0, 500, &r);   /* handshake only */
+      hs_c2s[keyed] = (long) R.count[0];
+      hs_s2c[keyed] = (long) R.count[1];
+      CHECK(r.up, "%s: handshake completes", mname(mode, keyed));
+      run_client(c, R.port, 1, PAYLOAD, 2000, &r);
+      frame_c2s[mode][keyed] = (long) R.count[0] - hs_c2s[keyed];
+      CHECK(r.ok == 1, "%s: echo intact (ok %d bad %d failed %d)", mname(mode, keyed), r.ok, r.bad, r.failed);
+      run_client(c, R.port, 50, 70000, 5000, &r);
+      CHECK(r.ok == 50, "%s: 50 x 70000-byte echoes (ok %d bad %d failed %d)", mname(mode, keyed), r.ok, r.bad,
+            r.failed);
+      tc_msgr_free(c);
+      tc_msgr_free(s);
+    }
+  printf("# handshake bytes: clear c2s %ld s2c %ld, keyed c2s %ld s2c %ld\n", hs_c2s[0], hs_s2c[0],
+         hs_c2s[1], hs_s2c[1]);
+  CHECK(frame_c2s[TC_MODE_GCM][1] == 64 + 16 + PAYLOAD + 16, "gcm frame = sealed header + sealed payload (%ld)",
+        frame_c2s[TC_MODE_GCM][1]);
+  CHECK(frame_c2s[TC_MODE_PAYLOAD][1] == 64 + 16 + PAYLOAD, "keyed payload frame = sealed header + payload");
+  CHECK(frame_c2s[TC_MODE_PAYLOAD][0] == 64 + PAYLOAD, "clear payload frame = header + payload");
+
+  printf("# %.1f s: clean runs\n", (tc_now_ms() - T0) / 1000.0);
+  /* 2. Keyed handshake: one bit flipped at every byte, both directions. */
+  for (int mode = 0; mode < 3; mode++) {
+    struct tc_msgr *s = server_new(mode, 1, 0, 0);
+    struct tc_msgr *c = client_new(mode, 1, 0, 0);
+    server_port = tc_msgr_listen_port(s);
+    int survived = 0, tried = 0;
+    for (int dir_ = 0; dir_ < 2; dir_++) {
+      long len = dir_ == 0 ? hs_c2s[1] : hs_s2c[1];
+      for (long pos = 0; pos < len; pos++) {
+        if (mode != TC_MODE_PAYLOAD && pos % 7)   /* all positions once, in mode payload; a sample in the others */
+          continue;
+        relay_plan(dir_ == 0 ? pos : -1, dir_ == 1 ? pos : -1, -1, OP_NONE, 0, 0);
+        struct run r;
+        run_client(c, R.port, 1, PAYLOAD, 3000, &r);
+        tried++;
+        if (r.ok || r.bad) {
+          survived++;
+          fprintf(stderr, "FAIL: %s handshake flip %s byte %ld: request %s\n", tc_msgr_mode_name(mode),
+                  dir_ ? "s2c" : "c2s", pos, r.ok ? "succeeded" : "delivered altered");
+        }
+      }
+    }
+    CHECK(survived == 0, "mode %s: %d of %d handshake bit flips went unnoticed", tc_msgr_mode_name(mode),
+          survived, tried);
+    tc_msgr_free(c);
+    tc_msgr_free(s);
+  }
+  relay_plan(-1, -1, -1, OP_NONE, 0, 0);
+
+  printf("# %.1f s: handshake flips\n", (tc_now_ms() - T0) / 1000.0);
+  /* 3. One bit flipped at every byte of a request frame and of a reply. */
+  for (int keyed = 0; keyed < 2; keyed++)
+    for (int mode = 0; mode < 3; mode++) {
+      if (!keyed && mode == TC_MODE_GCM)
+        continue;
+      struct tc_msgr *s = server_new(mode, keyed, 0, 0);
+      struct tc_msgr *c = client_new(mode, keyed, 0, 0);
+      server_port = tc_msgr_listen_port(s);
+      long flen = frame_c2s[mode][keyed];
+      int caught = 0, missed_hdr = 0, missed_payload = 0;
+      for (int d = 0; d < 2; d++)
+        for (long i = 0; i < flen; i++) {
+          long pos = (d == 0 ? hs_c2s[keyed] : hs_s2c[keyed]) + i;
+          relay_plan(d == 0 ? pos : -1, d == 1 ? pos : -1, -1, OP_NONE, 0, 0);
+          struct run r;
+          run_client(c, R.port, 1, PAYLOAD, 3000, &r);
+          if (r.failed && !r.ok && !r.bad)
+            caught++;
+          else if (i < 64)
+            missed_hdr++;
+          else
+            missed_payload++;
+        }
+      if (mode == TC_MODE_NONE) {
+        CHECK(missed_hdr == 0, "%s: every header flip closes (%d missed)", mname(mode, keyed), missed_hdr);
+        CHECK(missed_payload == 2 * PAYLOAD, "%s: payload flips pass unnoticed, as mode none means (%d)",
+              mname(mode, keyed), missed_payload);
+      }
+      else
+        CHECK(missed_hdr + missed_payload == 0, "%s: every frame bit flip closes (%d caught, %d missed)",
+              mname(mode, keyed), caught, missed_hdr + missed_payload);
+      tc_msgr_free(c);
+      tc_msgr_free(s);
+    }
+
+  printf("# %.1f s: frame flips\n", (tc_now_ms() - T0) / 1000.0);
+  /* 4. Replay, drop, reorder, truncate records (keyed), on two requests. */
+  for (int mode = 0; mode < 3; mode++) {
+    struct tc_msgr *s = server_new(mode, 1, 0, 0);
+    struct tc_msgr *c = client_new(mode, 1, 0, 0);
+    server_port = tc_msgr_listen_port(s);
+    long f = frame_c2s[mode][1], h = hs_c2s[1];
+    struct run r;
+    static const char *names[] = { "", "dropped", "replayed", "reordered" };
+    for (int op = OP_DROP; op <= OP_SWAP; op++) {
+      relay_plan(-1, -1, -1, op, h, f);
+      run_client(c, R.port, 2, PAYLOAD, 3000, &r);
+      CHECK(r.ok + r.bad == 0 && r.failed == 2, "%s: %s frame closes the connection (ok %d failed %d)",
+            tc_msgr_mode_name(mode), names[op], r.ok, r.failed);
+    }
+    relay_plan(-1, -1, h + f / 2, OP_NONE, 0, 0);
+    run_client(c, R.port, 1, PAYLOAD, 3000, &r);
+    CHECK(r.failed == 1, "%s: truncated frame fails the request", tc_msgr_mode_name(mode));
+    relay_plan(-1, -1, h / 2, OP_NONE, 0, 0);
+    run_client(c, R.port, 1, PAYLOAD, 3000, &r);
+    CHECK(r.failed == 1, "%s: truncated handshake fails", tc_msgr_mode_name(mode));
+    tc_msgr_free(c);
+    tc_msgr_free(s);
+  }
+  relay_plan(-1, -1, -1, OP_NONE, 0, 0);
+
+  printf("# %.1f s: replay etc\n", (tc_now_ms() - T0) / 1000.0);
+  /* 5. Key update every 4 records. */
+  {
+    struct tc_msgr *s = server_new(TC_MODE_GCM, 1, 2, 0);
+    struct tc_msgr *c = client_new(TC_MODE_GCM, 1, 0, 0);
+    server_port = tc_msgr_listen_port(s);
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.conn = tc_msgr_connect(c, "127.0.0.1", server_port, run_conn, &r);
+    uint8_t buf[MAXREQ][64];
+    long rounds = 0;
+    while (rounds < 200) {
+      int i = (int) (rounds % MAXREQ);
+      memset(buf[i], (int) rounds, 64);
+      r.iov[i] = (struct iovec) { buf[i], 64 };
+      r.expect[i] = buf[i];
+      memset(&r.req[i], 0, sizeof r.req[i]);
+      r.req[i].iov = &r.iov[i];
+      r.req[i].iovcnt = 1;
+      r.req[i].done = run_done;
+      r.req[i].arg = &r;
+      tc_msgr_call(r.conn, &r.req[i]);
+      while (r.ok + r.bad + r.failed <= rounds && !r.down)
+        tc_evloop_run_once(loop, 50);
+      rounds++;
+    }
+    struct tc_msgr_stats st = { 0 };
+    if (r.conn)
+      tc_msgr_conn_stats(r.conn, &st);
+    CHECK(r.ok == 200, "rekey every 4 records: 200 echoes (ok %d bad %d failed %d)", r.ok, r.bad, r.failed);
+    CHECK(st.rekeys >= 190, "rekey every 4 records: %" PRIu64 " key updates", st.rekeys);
+    tc_msgr_free(c);
+    tc_msgr_free(s);
+  }
+
+  /* 6. Back-pressure. */
+  {
+    struct tc_msgr *s = server_new(TC_MODE_PAYLOAD, 1, 0, 0);
+    struct tc_msgr *c = client_new(TC_MODE_PAYLOAD, 1, 8, 0);
+    server_port = tc_msgr_listen_port(s);
+    hold_requests = 1;
+    nheld = 0;
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.conn = tc_msgr_connect(c, "127.0.0.1", server_port, run_conn, &r);
+    static uint8_t pl[100][512];
+    for (int i = 0; i < 100; i++) {
+      r.iov[i] = (struct iovec) { pl[i], 512 };
+      r.expect[i] = pl[i];
+      r.req[i] = (struct tc_msgr_req) { .iov = &r.iov[i], .iovcnt = 1, .done = run_done, .arg = &r };
+      CHECK(tc_msgr_call(r.conn, &r.req[i]) == 0, "call %d over the cap does not fail", i);
+    }
+    for (int i = 0; i < 20; i++)
+      tc_evloop_run_once(loop, 10);
+    struct tc_msgr_stats st;
+    tc_msgr_conn_stats(r.conn, &st);
+    CHECK(nheld == 8 && st.inflight_ops == 8 && st.waiting == 92 && r.failed == 0,
+          "client cap 8 ops: server got %d, in flight %" PRIu64 ", waiting %" PRIu64, nheld, st.inflight_ops,
+          st.waiting);
+    release_held();
+    uint64_t end = tc_now_ms() + 5000;
+    while (r.ok + r.bad + r.failed < 100 && tc_now_ms() < end)
+      tc_evloop_run_once(loop, 10);
+    CHECK(r.ok == 100, "client cap: all 100 complete once answered (ok %d)", r.ok);
+    tc_msgr_close(r.conn);
+    tc_evloop_run_once(loop, 10);
+    tc_msgr_free(c);
+
+    /* bytes cap: 16 KiB requests expecting 16 KiB replies, 64 KiB cap -> 2 */
+    c = client_new(TC_MODE_PAYLOAD, 1, 1000, 65536);
+    hold_requests = 1;
+    nheld = 0;
+    memset(&r, 0, sizeof r);
+    r.conn = tc_msgr_connect(c, "127.0.0.1", server_port, run_conn, &r);
+    static uint8_t big[10][16384];
+    static uint8_t rb[10][16384];
+    for (int i = 0; i < 10; i++) {
+      r.iov[i] = (struct iovec) { big[i], sizeof big[i] };
+      r.expect[i] = big[i];
+      r.req[i] = (struct tc_msgr_req) { .iov = &r.iov[i], .iovcnt = 1, .rbuf = rb[i], .rbuf_len = 16384,
+                                        .done = run_done, .arg = &r };
+      tc_msgr_call(r.conn, &r.req[i]);
+    }
+    for (int i = 0; i < 20; i++)
+      tc_evloop_run_once(loop, 10);
+    CHECK(nheld == 2, "client cap 64 KiB: server got %d requests of 16+16 KiB", nheld);
+    release_held();
+    end = tc_now_ms() + 5000;
+    while (r.ok + r.bad + r.failed < 10 && tc_now_ms() < end)
+      tc_evloop_run_once(loop, 10);
+    CHECK(r.ok == 10 && r.req[0].reply_payload == rb[0], "bytes cap: all complete, replies read into rbuf");
+    tc_msgr_close(r.conn);
+    tc_evloop_run_once(loop, 10);
+    tc_msgr_free(c);
+    tc_msgr_free(s);
+
+    /* server cap: it stops reading after 4 unanswered requests */
+    s = server_new(TC_MODE_PAYLOAD, 1, 0, 4);
+    server_port = tc_msgr_listen_port(s);
+    c = client_new(TC_MODE_PAYLOAD, 1, 1000, 1 << 30);
+    hold_requests = 1;
+    nheld = 0;
+    memset(&r, 0, sizeof r);
+    r.conn = tc_msgr_connect(c, "127.0.0.1", server_port, run_conn, &r);
+    for (int i = 0; i < 64; i++) {
+      r.iov[i] = (struct iovec) { pl[i], 512 };
+      r.expect[i] = pl[i];
+      r.req[i] = (struct tc_msgr_req) { .iov = &r.iov[i], .iovcnt = 1, .done = run_done, .arg = &r };
+      tc_msgr_call(r.conn, &r.req[i]);
+    }
+    for (int i = 0; i < 20; i++)
+      tc_evloop_run_once(loop, 10);
+    CHECK(nheld == 4, "server cap 4: it read %d requests of 64 sent", nheld);
+    release_held();
+    end = tc_now_ms() + 5000;
+    while (r.ok + r.bad + r.failed < 64 && tc_now_ms() < end)
+      tc_evloop_run_once(loop, 10);
+    CHECK(r.ok == 64, "server cap: all 64 complete (ok %d)", r.ok);
+    tc_msgr_close(r.conn);
+    tc_evloop_run_once(loop, 10);
+    tc_msgr_free(c);
+    tc_msgr_free(s);
+  }
+
+  printf("# %.1f s: rekey, back-pressure\n", (tc_now_ms() - T0) / 1000.0);
+  /* 7. A stalled handshake is closed after handshake_timeout (400 ms). */
+  {
+    struct tc_msgr *s = server_new(TC_MODE_PAYLOAD, 1, 0, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(tc_msgr_listen_port(s)),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    CHECK(connect(fd, (struct sockaddr *) &sa, sizeof sa) == 0, "raw connect");
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    uint64_t t0 = tc_now_ms();
+    int closed = 0;
+    while (!closed && tc_now_ms() - t0 < 3000) {
+      tc_evloop_run_once(loop, 20);
+      char b;
+      closed = read(fd, &b, 1) == 0;
+    }
+    uint64_t dt = tc_now_ms() - t0;
+    CHECK(closed && dt >= 350 && dt < 1500, "stalled handshake closed after %" PRIu64 " ms", dt);
+    close(fd);
+    tc_msgr_free(s);
+  }
+
+  tc_evloop_del_fd(loop, R.lfd);
+  close(R.lfd);
+  tc_evloop_free(loop);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd)) { /* best effort */ }
+  return DONE();
+}
