@@ -1,0 +1,249 @@
+/* tromcho-fuse MOUNTPOINT: every image the user may read as a regular file
+ * of the image's size (snapshots NAME@SNAP read-only). read, write, fsync
+ * (cluster-wide flush), truncate (resize, owner only), fallocate (punch
+ * hole = trim, zero range), direct I/O; multithreaded. (After nbdfuse.) */
+#include <config.h>
+#define FUSE_USE_VERSION 35
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "client.h"
+#include "crypto.h"
+#include "error.h"
+#include "image.h"
+#include "log.h"
+#include "tc_config.h"
+
+/* Set in main before fuse_main; the client is created in init, after
+ * fuse has daemonized. */
+static struct tc_config *cfg;
+static struct tc_client *client;
+static time_t mount_time;
+
+static void *
+tf_init(struct fuse_conn_info *conn, struct fuse_config *fc)
+{
+  fc->use_ino = 0;
+  fc->entry_timeout = 1;
+  fc->attr_timeout = 1;
+  fc->negative_timeout = 1;
+  client = tc_client_new(cfg);
+  if (!client) {
+    tc_err("cannot connect to the cluster: %s", tc_last_error());
+    fuse_exit(fuse_get_context()->fuse);
+  }
+  return NULL;
+}
+
+static void
+tf_destroy(void *data)
+{
+  tc_client_free(client);
+  client = NULL;
+}
+
+static int
+fail(const char *what)
+{
+  int e = errno ? errno : EIO;
+  tc_debug("%s: %s", what, tc_last_error());
+  return -e;
+}
+
+static void
+fill_stat(struct stat *st, uint64_t size, bool writable)
+{
+  memset(st, 0, sizeof *st);
+  st->st_mode = S_IFREG | (writable ? 0644 : 0444);
+  st->st_nlink = 1;
+  st->st_size = (off_t) size;
+  st->st_blksize = 4096;
+  st->st_blocks = (blkcnt_t) (size / 512);
+  st->st_uid = getuid();
+  st->st_gid = getgid();
+  st->st_atime = st->st_mtime = st->st_ctime = mount_time;
+}
+
+static int
+tf_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+{
+  if (strcmp(path, "/") == 0) {
+    memset(st, 0, sizeof *st);
+    st->st_mode = S_IFDIR | 0755;
+    st->st_nlink = 2;
+    st->st_uid = getuid();
+    st->st_gid = getgid();
+    st->st_atime = st->st_mtime = st->st_ctime = mount_time;
+    return 0;
+  }
+  if (fi && fi->fh) {
+    struct tc_image *img = (struct tc_image *) (uintptr_t) fi->fh;
+    fill_stat(st, tc_image_size(img), !tc_image_readonly(img));
+    return 0;
+  }
+  struct tc_image_meta m;
+  bool writable;
+  if (tc_client_stat(client, path + 1, &m, &writable) < 0)
+    return fail("getattr");
+  fill_stat(st, m.size, writable && !strchr(m.name, '@'));
+  tc_image_meta_clear(&m);
+  return 0;
+}
+
+struct dir_fill {
+  void *buf;
+  fuse_fill_dir_t filler;
+};
+
+static int
+add_entry(void *opaque, const struct tc_image_meta *m, bool writable)
+{
+  struct dir_fill *d = opaque;
+  struct stat st;
+  fill_stat(&st, m->size, writable && !strchr(m->name, '@'));
+  d->filler(d->buf, m->name, &st, 0, FUSE_FILL_DIR_PLUS);
+  return 0;
+}
+
+static int
+tf_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t off, struct fuse_file_info *fi,
+           enum fuse_readdir_flags flags)
+{
+  if (strcmp(path, "/") != 0)
+    return -ENOTDIR;
+  filler(buf, ".", NULL, 0, 0);
+  filler(buf, "..", NULL, 0, 0);
+  struct dir_fill d = { buf, filler };
+  return tc_client_list(client, add_entry, &d) < 0 ? fail("readdir") : 0;
+}
+
+static int
+tf_open(const char *path, struct fuse_file_info *fi)
+{
+  bool readonly = (fi->flags & O_ACCMODE) == O_RDONLY;
+  struct tc_image *img = tc_client_open(client, path + 1, readonly);
+  if (!img)
+    return fail("open");
+  if (!readonly && tc_image_readonly(img)) {
+    tc_image_free(img);
+    return -EACCES;
+  }
+  fi->fh = (uintptr_t) img;
+  /* O_DIRECT: bypass the page cache, every read and write reaches the image. */
+  fi->direct_io = (fi->flags & O_DIRECT) != 0;
+  fi->keep_cache = 0;
+  return 0;
+}
+
+static int
+tf_release(const char *path, struct fuse_file_info *fi)
+{
+  tc_image_free((struct tc_image *) (uintptr_t) fi->fh);
+  return 0;
+}
+
+static int
+tf_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
+{
+  struct tc_image *img = (struct tc_image *) (uintptr_t) fi->fh;
+  uint64_t isize = tc_image_size(img);
+  if ((uint64_t) off >= isize)
+    return 0;
+  if (size > isize - (uint64_t) off)
+    size = isize - (uint64_t) off;
+  return tc_image_read(img, buf, size, (uint64_t) off) < 0 ? fail("read") : (int) size;
+}
+
+static int
+tf_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_file_info *fi)
+{
+  struct tc_image *img = (struct tc_image *) (uintptr_t) fi->fh;
+  /* Images do not grow by writing: truncate resizes them. */
+  return tc_image_write(img, buf, size, (uint64_t) off) < 0 ? fail("write") : (int) size;
+}
+
+static int
+tf_fsync(const char *path, int datasync, struct fuse_file_info *fi)
+{
+  return tc_image_flush((struct tc_image *) (uintptr_t) fi->fh) < 0 ? fail("fsync") : 0;
+}
+
+static int
+tf_truncate(const char *path, off_t size, struct fuse_file_info *fi)
+{
+  if (size < 0 || size % 4096)
+    return -EINVAL;
+  if (tc_client_resize(client, path + 1, (uint64_t) size) < 0)
+    return fail("truncate");
+  if (fi && fi->fh)
+    tc_image_set_size((struct tc_image *) (uintptr_t) fi->fh, (uint64_t) size);
+  return 0;
+}
+
+static int
+tf_fallocate(const char *path, int mode, off_t off, off_t len, struct fuse_file_info *fi)
+{
+  struct tc_image *img = (struct tc_image *) (uintptr_t) fi->fh;
+  if (mode & FALLOC_FL_PUNCH_HOLE)
+    return tc_image_trim(img, (uint64_t) len, (uint64_t) off) < 0 ? fail("punch hole") : 0;
+  if (mode & FALLOC_FL_ZERO_RANGE)
+    return tc_image_zero(img, (uint64_t) len, (uint64_t) off, false) < 0 ? fail("zero range") : 0;
+  if (mode == 0)   /* allocation: the image is already that size */
+    return (uint64_t) (off + len) <= tc_image_size(img) ? 0 : -EFBIG;
+  return -EOPNOTSUPP;
+}
+
+static const struct fuse_operations ops = {
+  .init = tf_init,
+  .destroy = tf_destroy,
+  .getattr = tf_getattr,
+  .readdir = tf_readdir,
+  .open = tf_open,
+  .release = tf_release,
+  .read = tf_read,
+  .write = tf_write,
+  .fsync = tf_fsync,
+  .truncate = tf_truncate,
+  .fallocate = tf_fallocate,
+};
+
+static void
+usage(FILE *f)
+{
+  fprintf(f, "Usage: tromcho-fuse [TROMCHO OPTIONS] MOUNTPOINT [-f] [-o FUSE-OPTION,...]\n"
+             "Every image the user may read appears as a file under MOUNTPOINT.\n\n");
+  tc_config_print_help(f);
+}
+
+int
+main(int argc, char **argv)
+{
+  tc_log_open("tromcho-fuse", 0);
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    }
+  cfg = tc_config_load(&argc, argv);
+  if (!cfg) {
+    fprintf(stderr, "tromcho-fuse: %s\n", tc_last_error());
+    return 1;
+  }
+  int lvl = tc_log_level_parse(tc_config_str(cfg, "log_level"));
+  if (lvl < 0 || tc_crypto_init() < 0) {
+    fprintf(stderr, "tromcho-fuse: %s\n", lvl < 0 ? "bad log_level" : tc_last_error());
+    tc_config_free(cfg);
+    return 1;
+  }
+  tc_log_set_level(lvl);
+  mount_time = time(NULL);
+  int r = fuse_main(argc, argv, &ops, NULL);
+  tc_config_free(cfg);
+  return r;
+}

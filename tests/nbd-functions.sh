@@ -1,0 +1,36 @@
+# nbdkit tromcho in the tests: start the plugin on a Unix socket, stop it by
+# PID. Source after functions.sh (and a cluster: cluster-functions.sh).
+
+PLUGIN=$top_builddir/nbdkit-plugin/.libs/nbdkit-tromcho-plugin.so
+
+# start_nbdkit NAME [NBDKIT OPTIONS...] -- [PLUGIN PARAMETERS...]: serve on
+# $TESTDIR/NAME.sock; sets URI to its nbd+unix URI (no export name).
+start_nbdkit () {
+  local name=$1; shift
+  local opts=() params=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+  [ "${1:-}" = -- ] && shift
+  params=("$@")
+  local sock=$TESTDIR/$name.sock pid=$TESTDIR/$name.pid
+  rm -f "$sock" "$pid"
+  nbdkit -U "$sock" -P "$pid" "${opts[@]}" "$PLUGIN" "${params[@]}" 2>>"$TESTDIR/$name.log" ||
+    { cat "$TESTDIR/$name.log" >&2; fail "nbdkit $name did not start"; }
+  wait_for test -S "$sock" || fail "nbdkit $name: no socket"
+  cleanup_fn "stop_nbdkit $name"
+  URI="nbd+unix:///?socket=$sock"
+}
+
+stop_nbdkit () {
+  local pid=$TESTDIR/$1.pid
+  [ -f "$pid" ] && stop_pid "$(cat "$pid")"
+  rm -f "$pid"
+}
+
+# uri NAME EXPORT: the URI of one export of server NAME
+uri () { echo "nbd+unix:///$2?socket=$TESTDIR/$1.sock"; }
+
+# nbdsh is `python3 -m nbd` and needs the python3 that has Debian's nbd
+# module (python3-libnbd), which may not be the first python3 on PATH.
+nbdsh () {
+  if /usr/bin/python3 -c 'import nbd' 2>/dev/null; then /usr/bin/python3 -m nbd "$@"; else command nbdsh "$@"; fi
+}

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# nbdkit tromcho with real NBD clients: nbdinfo (size, --list, --map),
+# nbdcopy in and out, qemu-img convert/compare, qemu-io patterns at odd
+# offsets, fio with verify, trim -> hole, read-only exports, multi-conn.
+. "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
+. "$top_srcdir/tests/kv-functions.sh"
+. "$top_srcdir/tests/cluster-functions.sh"
+. "$top_srcdir/tests/nbd-functions.sh"
+requires tromcho tromcho-osd nbdkit nbdinfo nbdcopy nbdsh qemu-img qemu-io fio curl python3
+[ -f "$PLUGIN" ] || fail "plugin not built: $PLUGIN"
+
+SIZE_MB=${NBD_TEST_MB:-1024}
+start_kv
+write_conf
+make_pool 1 8 3 2
+OSD_SIZE=$(( (SIZE_MB + 256) ))M
+for n in 1 2 3; do start_osd $n; done
+set_pgs 1 8 "1 2 3"
+tromcho create demo -s ${SIZE_MB}M --enc_key auto || fail "create demo"
+tromcho create plain -s 64M || fail "create plain"
+
+start_nbdkit srv -- config="$CONF"
+# The plugin's facts and help.
+nbdkit "$PLUGIN" --dump-plugin | grep -q '^tromcho_options=.*etcd_address' || fail "--dump-plugin"
+nbdkit "$PLUGIN" --help | grep -q 'image=<NAME>' || fail "--help"
+
+# Exports: every image, named after it.
+nbdinfo --list "$URI" > "$TESTDIR/list" || fail "nbdinfo --list"
+grep -q 'export="demo"' "$TESTDIR/list" && grep -q 'export="plain"' "$TESTDIR/list" || { cat "$TESTDIR/list"; fail "exports"; }
+DEMO=$(uri srv demo) PLAIN=$(uri srv plain)
+[ "$(nbdinfo --size "$DEMO")" = $((SIZE_MB << 20)) ] || fail "size of demo"
+nbdinfo --json "$DEMO" | python3 -c '
+import json, sys
+e = json.load(sys.stdin)["exports"][0]
+assert e["can_multi_conn"] and e["can_flush"] and e["can_trim"] and e["can_zero"] and not e["is_read_only"], e
+assert e["block_size_minimum"] == 1 and e["block_size_preferred"] == 4096, e
+' || fail "export flags"
+
+# nbdcopy of random data in and out.
+head -c $((SIZE_MB << 20)) /dev/urandom > "$TESTDIR/rand"
+start=$(date +%s.%N)
+nbdcopy "$TESTDIR/rand" "$DEMO" || fail "nbdcopy in"
+nbdcopy "$DEMO" "$TESTDIR/back" || fail "nbdcopy out"
+echo "nbdcopy ${SIZE_MB} MiB in and out: $(python3 -c "import time; print(round(time.time() - $start, 1))") s"
+cmp "$TESTDIR/rand" "$TESTDIR/back" || fail "nbdcopy round trip differs"
+rm -f "$TESTDIR/back"
+
+# qemu-img between a local raw file and the export.
+head -c $((48 << 20)) /dev/urandom > "$TESTDIR/raw"
+truncate -s 64M "$TESTDIR/raw"
+qemu-img convert -n -f raw -O raw "$TESTDIR/raw" "$PLAIN" || fail "qemu-img convert"
+qemu-img compare -f raw -F raw "$TESTDIR/raw" "$PLAIN" || fail "qemu-img compare"
+
+# qemu-io patterns at odd offsets and lengths.
+qemu-io -f raw -c 'write -P 0xa5 12345 6789' -c 'write -P 0x3c 4095 2' -c 'write -P 0x11 70000 1' "$PLAIN" >/dev/null || fail "qemu-io write"
+qemu-io -f raw -c 'read -P 0xa5 12345 6789' -c 'read -P 0x3c 4095 2' -c 'read -P 0x11 70000 1' "$PLAIN" |
+  grep -q 'Pattern verification failed' && fail "qemu-io pattern"
+qemu-io -f raw -c 'read -P 0xa5 12345 6789' -c 'read -P 0x3c 4095 2' -c 'read -P 0x11 70000 1' "$PLAIN" >/dev/null || fail "qemu-io read"
+python3 - "$TESTDIR/raw" <<PY || fail "bytes around the qemu-io writes changed"
+import subprocess, sys
+raw = bytearray(open(sys.argv[1], "rb").read())
+raw[12345:12345+6789] = b"\xa5" * 6789
+raw[4095:4097] = b"\x3c" * 2
+raw[70000] = 0x11
+out = subprocess.run(["nbdcopy", "$PLAIN", "-"], capture_output=True, check=True).stdout
+assert out == bytes(raw), "image differs from the model"
+PY
+
+# fio with the nbd engine, random writes verified with crc32c.
+fio --name=verify --ioengine=nbd --uri="$DEMO" --rw=randwrite --bs=4k --size=32M --iodepth=16 \
+    --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_state_save=0 --output="$TESTDIR/fio.out" >/dev/null 2>&1 ||
+  { cat "$TESTDIR/fio.out"; fail "fio verify"; }
+
+# Trim: the range reads as zeros and nbdinfo --map shows a hole.
+nbdsh -u "$PLAIN" -c 'h.trim(8 << 20, 16 << 20); h.flush()' || fail "trim"
+nbdinfo --map "$PLAIN" > "$TESTDIR/map"
+grep -qE "^ *$((16 << 20)) +$((8 << 20)) +3 +hole,zero" "$TESTDIR/map" || { cat "$TESTDIR/map"; fail "no hole after trim"; }
+nbdsh -u "$PLAIN" -c 'assert h.pread(8 << 20, 16 << 20) == bytes(8 << 20)' || fail "trimmed range is not zeros"
+
+# Multi-conn: 4 connections write different ranges, one flushes, all read the same.
+nbdsh -c "
+import nbd
+hs = [nbd.NBD() for i in range(4)]
+for h in hs: h.connect_uri('$DEMO')
+for i, h in enumerate(hs): h.pwrite(bytes([0x40 + i]) * 65536, i * 65536)
+hs[3].flush()
+want = b''.join(bytes([0x40 + i]) * 65536 for i in range(4))
+for h in hs: assert h.pread(4 * 65536, 0) == want
+" || fail "multi-conn"
+
+# Read-only exports refuse writes with EPERM: nbdkit -r, and a snapshot.
+start_nbdkit ro -r -- config="$CONF" image=plain
+nbdsh -u "$URI" -c '
+import errno
+try:
+    h.pwrite(b"x", 0)
+    raise SystemExit("write to a read-only export succeeded")
+except nbd.Error as e:
+    assert e.errno == "EPERM", e
+' || fail "read-only export"
+tromcho snap-create plain@s1 || fail "snap-create"
+nbdinfo --json "$(uri srv plain@s1)" | python3 -c 'import json,sys; assert json.load(sys.stdin)["exports"][0]["is_read_only"]' ||
+  fail "snapshot export is not read-only"
+
+# An export that does not exist.
+expect_fail "" nbdinfo "$(uri srv nosuch)"
+echo "test-nbd: ok"
