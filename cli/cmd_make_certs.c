@@ -6,11 +6,16 @@
  *                               and DIR/tromcho.conf with all the paths
  *   make-certs user NAME --dir DIR [--admin]
  *                               a user certificate CN=NAME signed by client_ca
+ *   make-certs nbd --dir DIR [--host H] [--user NAME]
+ *                               TLS for the NBD hop (nbdkit --tls): DIR/nbd-server/
+ *                               and DIR/nbd-client-NAME/ in nbdkit's and
+ *                               libnbd's file layout, both trusting client_ca
  *
  * An existing CA is kept unless --force: replacing it would orphan every
  * certificate it signed. */
 #include <config.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,13 +208,107 @@ make_user(const struct mc_opts *o, const char *name)
   return 0;
 }
 
+/* Copy src to dst with the given mode (replacing dst). */
+static int
+copy_file(const char *src, const char *dst, mode_t mode)
+{
+  FILE *in = fopen(src, "rb");
+  if (!in) {
+    fprintf(stderr, "tromcho make-certs: %s: %s\n", src, strerror(errno));
+    return -1;
+  }
+  unlink(dst);
+  int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL, mode);
+  FILE *out = fd >= 0 ? fdopen(fd, "wb") : NULL;
+  if (!out) {
+    fprintf(stderr, "tromcho make-certs: %s: %s\n", dst, strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    fclose(in);
+    return -1;
+  }
+  char buf[8192];
+  size_t n;
+  int r = 0;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+    if (fwrite(buf, 1, n, out) != n)
+      r = -1;
+  if (ferror(in))
+    r = -1;
+  fclose(in);
+  if (fclose(out) != 0)
+    r = -1;
+  if (r < 0)
+    fprintf(stderr, "tromcho make-certs: copying %s to %s failed\n", src, dst);
+  return r;
+}
+
+/* Fill a folder in nbdkit's/libnbd's layout: ca-cert.pem = client_ca, and
+ * ROLE-cert.pem / ROLE-key.pem = DIR/name.{crt,key}. */
+static int
+nbd_folder(const struct mc_opts *o, const char *folder, const char *role, const char *name)
+{
+  char d[MC_PATH], src[MC_PATH], dst[MC_PATH + 32];
+  snprintf(d, sizeof d, "%s/%s", o->dir, folder);
+  if (mkdir(d, 0700) < 0 && errno != EEXIST) {
+    fprintf(stderr, "tromcho make-certs: mkdir %s: %s\n", d, strerror(errno));
+    return -1;
+  }
+  path_of(src, sizeof src, o->dir, "client_ca", "crt");
+  snprintf(dst, sizeof dst, "%s/ca-cert.pem", d);
+  if (copy_file(src, dst, 0644) < 0)
+    return -1;
+  path_of(src, sizeof src, o->dir, name, "crt");
+  snprintf(dst, sizeof dst, "%s/%s-cert.pem", d, role);
+  if (copy_file(src, dst, 0644) < 0)
+    return -1;
+  path_of(src, sizeof src, o->dir, name, "key");
+  snprintf(dst, sizeof dst, "%s/%s-key.pem", d, role);
+  if (copy_file(src, dst, 0600) < 0)
+    return -1;
+  printf("wrote   %s/ (ca-cert.pem, %s-cert.pem, %s-key.pem)\n", d, role, role);
+  return 0;
+}
+
+/* TLS for the NBD hop: nbdkit --tls=require --tls-certificates=DIR/nbd-server
+ * [--tls-verify-peer]; clients use DIR/nbd-client-USER (libnbd's
+ * tls-certificates). Both sides trust client_ca, which signs the server's
+ * certificate too, so a tenant's CA is all a gateway needs. */
+static int
+make_nbd(const struct mc_opts *o, const char *host, const char *user)
+{
+  char ca[MC_PATH], crt[MC_PATH], folder[128];
+  path_of(ca, sizeof ca, o->dir, "client_ca", "key");
+  path_of(crt, sizeof crt, o->dir, user, "crt");
+  if (!exists(ca) || !exists(crt)) {
+    fprintf(stderr, "tromcho make-certs nbd: %s or %s missing (run tromcho make-certs --dir %s%s first)\n",
+            ca, crt, o->dir, strcmp(user, "admin") ? " and make-certs user NAME" : "");
+    return 1;
+  }
+  const char *dns[] = { host, NULL };
+  struct tc_cert_spec spec = { .cn = host ? host : "localhost", .server = 1, .dns = host ? dns : NULL,
+                               .days = o->days };
+  int made;
+  if (issue(o, "nbd-server", &spec, "client_ca", o->force, &made) < 0)
+    return 1;
+  snprintf(folder, sizeof folder, "nbd-client-%s", user);
+  if (nbd_folder(o, "nbd-server", "server", "nbd-server") < 0 || nbd_folder(o, folder, "client", user) < 0)
+    return 1;
+  return 0;
+}
+
 int
 cmd_make_certs(int argc, char **argv, struct tc_config *cfg)
 {
   struct mc_opts o = { .dir = NULL, .days = 3650, .key_type = TC_KEY_ECDSA_P256 };
-  const char *user = NULL;
+  const char *user = NULL, *host = NULL, *nbd_user = "admin";
+  int nbd = 0;
   int i = 1;
-  if (i < argc && !strcmp(argv[i], "user")) {
+  if (i < argc && !strcmp(argv[i], "nbd")) {
+    nbd = 1;
+    i++;
+  }
+  else if (i < argc && !strcmp(argv[i], "user")) {
     if (i + 1 >= argc || argv[i + 1][0] == '-') {
       fprintf(stderr, "tromcho make-certs user: missing NAME\n");
       return 1;
@@ -241,10 +340,20 @@ cmd_make_certs(int argc, char **argv, struct tc_config *cfg)
     }
     else if (!strcmp(a, "--force")) o.force = 1;
     else if (!strcmp(a, "--admin") && user) o.admin = 1;
+    else if (!strcmp(a, "--host") && v && nbd) { host = v; i++; }
+    else if (!strcmp(a, "--user") && v && nbd) {
+      if (!valid_user_name(v)) {
+        fprintf(stderr, "tromcho make-certs nbd: '%s' is not a valid user name\n", v);
+        return 1;
+      }
+      nbd_user = v;
+      i++;
+    }
     else {
       fprintf(stderr, "tromcho make-certs: unexpected argument '%s'\n"
               "usage: tromcho make-certs --dir DIR [--days N] [--key-type ecdsa|ed25519|rsa] [--force]\n"
-              "       tromcho make-certs user NAME [--admin] --dir DIR [--days N] [--key-type T] [--force]\n", a);
+              "       tromcho make-certs user NAME [--admin] --dir DIR [--days N] [--key-type T] [--force]\n"
+              "       tromcho make-certs nbd --dir DIR [--host NAME] [--user NAME] [--force]\n", a);
       return 1;
     }
   }
@@ -262,5 +371,7 @@ cmd_make_certs(int argc, char **argv, struct tc_config *cfg)
     return 1;
   }
   o.dir = abs;
+  if (nbd)
+    return make_nbd(&o, host, nbd_user);
   return user ? make_user(&o, user) : make_all(&o);
 }

@@ -102,6 +102,24 @@ tromcho snap-create plain@s1 || fail "snap-create"
 nbdinfo --json "$(uri srv plain@s1)" | python3 -c 'import json,sys; assert json.load(sys.stdin)["exports"][0]["is_read_only"]' ||
   fail "snapshot export is not read-only"
 
+# TLS on the NBD hop, with certificates from make-certs: nbdcopy over
+# nbds:// with a client certificate works; plain NBD and a client of a
+# foreign CA are refused.
+tromcho make-certs --dir "$TESTDIR/pki" >/dev/null && tromcho make-certs nbd --dir "$TESTDIR/pki" >/dev/null ||
+  fail "make-certs nbd"
+tromcho make-certs --dir "$TESTDIR/pki2" >/dev/null && tromcho make-certs nbd --dir "$TESTDIR/pki2" >/dev/null ||
+  fail "make-certs nbd (foreign)"
+start_nbdkit tls --tls=require --tls-certificates="$TESTDIR/pki/nbd-server" --tls-verify-peer -- config="$CONF" image=plain
+TLS_URI="nbds+unix:///plain?socket=$TESTDIR/tls.sock&tls-certificates=$TESTDIR/pki/nbd-client-admin"
+nbdcopy "$TLS_URI" "$TESTDIR/tls-copy" || fail "nbdcopy over nbds://"
+nbdcopy "$PLAIN" "$TESTDIR/plain-copy" || fail "nbdcopy plain"
+cmp "$TESTDIR/tls-copy" "$TESTDIR/plain-copy" || fail "nbds:// copy differs"
+head -c 1M /dev/urandom > "$TESTDIR/tls-in"
+nbdcopy "$TESTDIR/tls-in" "$TLS_URI" || fail "nbdcopy into nbds://"
+nbdsh -u "$PLAIN" -c "assert h.pread(1 << 20, 0) == open('$TESTDIR/tls-in', 'rb').read()" || fail "TLS write not seen"
+expect_fail "TLS" nbdinfo "$URI"
+expect_fail "" nbdinfo "nbds+unix:///plain?socket=$TESTDIR/tls.sock&tls-certificates=$TESTDIR/pki2/nbd-client-admin"
+
 # An export that does not exist.
 expect_fail "" nbdinfo "$(uri srv nosuch)"
 echo "test-nbd: ok"
