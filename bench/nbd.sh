@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# NBD benchmark: fio (nbd engine) against nbdkit tromcho and its peers on
+# this machine, in one run:
+#   (a) unencrypted image, transport mode none (no certificates)
+#   (b) AES-256-XTS image, mode payload (certificates: sealed headers)
+#   (c) AES-256-XTS image, mode gcm (everything sealed)
+#   nbdkit file on a raw file; nbdkit file --filter=luks on a LUKS image.
+# Each cluster: tromcho-gateway + 3 OSDs on sparse files, pool_size 3.
+#   bench/nbd.sh [SECONDS per profile] [SIZE]      (from a built tree)
+# Prints figures; never passes or fails.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+secs=${1:-10} size=${2:-1G}
+work=$(mktemp -d /var/tmp/tromcho-bench.XXXXXX)
+pids=()
+cleanup () {
+  local i
+  for (( i=${#pids[@]}-1; i>=0; i-- )); do kill "${pids[$i]}" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+export PATH=$top/cli:$top/osd:$top/gateway:$PATH
+plugin=$top/nbdkit-plugin/.libs/nbdkit-tromcho-plugin.so
+port () { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_until () { local i; for i in $(seq 600); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
+
+# cluster NAME CERTS(0|1) MODE: gateway + 3 OSDs; sets CONF
+cluster () {
+  local d=$work/$1 kv
+  mkdir -p "$d"
+  kv=$(port)
+  if [ "$2" = 1 ]; then tromcho make-certs --dir "$d/pki" >/dev/null; cp "$d/pki/tromcho.conf" "$d/base.conf"
+  else echo '{}' > "$d/base.conf"; fi
+  python3 - "$d" "$kv" "$3" <<'PY'
+import json, sys
+d, kv, mode = sys.argv[1:]
+c = json.load(open(d + "/base.conf"))
+c.update({"etcd_address": ["http://127.0.0.1:" + kv], "gateway_address": "127.0.0.1:" + kv,
+          "gateway_data": d + "/gw", "proto_checksums": mode, "log_level": "warn"})
+json.dump(c, open(d + "/tromcho.conf", "w"))
+PY
+  CONF=$d/tromcho.conf
+  TROMCHO_CONFIG=$CONF tromcho-gateway >"$d/gw.log" 2>&1 &
+  pids+=($!)
+  wait_until curl -sf "http://127.0.0.1:$kv/health"
+  local n
+  for n in 1 2 3; do
+    TROMCHO_CONFIG=$CONF tromcho osd-create --data "$d/osd$n" --osd_num $n --size 8G >/dev/null
+    TROMCHO_CONFIG=$CONF tromcho-osd --osd_num $n --osd_data "$d/osd$n" >"$d/osd$n.log" 2>&1 &
+    pids+=($!)
+  done
+  TROMCHO_CONFIG=$CONF tromcho pool-create rep3 --pg-size 3 --pg-minsize 2 --pg-count 32 --failure-domain osd >/dev/null
+  wait_until sh -c "TROMCHO_CONFIG=$CONF tromcho pool-ls --json | grep -q '\"pgs_active\": *32'"
+}
+
+# serve NAME CONF IMAGE [option=value...]: nbdkit tromcho on a Unix socket
+serve () {
+  local name=$1 conf=$2 img=$3; shift 3
+  nbdkit -U "$work/$name.sock" -P "$work/$name.pid" "$plugin" config="$conf" image="$img" "$@"
+  pids+=($(cat "$work/$name.pid"))
+  URI="nbd+unix:///?socket=$work/$name.sock"
+}
+
+echo "# $(date -u +%FT%TZ), $(nproc) cores, fio $secs s per profile over $size"
+cluster plain 0 none
+TROMCHO_CONFIG=$CONF tromcho create a -s "$size" >/dev/null
+serve a "$CONF" a
+"$top/bench/fio-nbd.sh" "(a) plain, none" "$URI" "$secs" "$size"
+
+cluster sealed 1 gcm
+TROMCHO_CONFIG=$CONF tromcho create bc -s "$size" --enc_key auto >/dev/null
+serve b "$CONF" bc proto_checksums=payload
+"$top/bench/fio-nbd.sh" "(b) xts, payload" "$URI" "$secs" "$size"
+serve c "$CONF" bc proto_checksums=gcm
+"$top/bench/fio-nbd.sh" "(c) xts, gcm" "$URI" "$secs" "$size"
+
+truncate -s "$size" "$work/raw.img"
+nbdkit -U "$work/file.sock" -P "$work/file.pid" file "$work/raw.img"
+pids+=($(cat "$work/file.pid"))
+"$top/bench/fio-nbd.sh" "nbdkit file" "nbd+unix:///?socket=$work/file.sock" "$secs" "$size"
+
+qemu-img create -q -f luks --object secret,id=s0,data=bench -o key-secret=s0 "$work/luks.img" "$size"
+nbdkit -U "$work/luks.sock" -P "$work/luks.pid" --filter=luks file "$work/luks.img" passphrase=bench
+pids+=($(cat "$work/luks.pid"))
+"$top/bench/fio-nbd.sh" "nbdkit file+luks" "nbd+unix:///?socket=$work/luks.sock" "$secs" "$size"
+for n in 1 2 3; do
+  echo "# OSD $n RSS: $(ps -o rss= -p "$(pgrep -f "osd_data $work/sealed/osd$n" | head -1)") KiB"
+done
