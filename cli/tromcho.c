@@ -2,6 +2,7 @@
 #include <config.h>
 #include <stdio.h>
 #include <string.h>
+#include "tune.h"
 #include "commands.h"
 #include "crypto.h"
 #include "error.h"
@@ -48,6 +49,7 @@ usage(FILE *f)
 int
 main(int argc, char **argv)
 {
+  tc_tune_malloc();
   tc_log_open("tromcho", 0);
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

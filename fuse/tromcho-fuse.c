@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "tune.h"
 #include "client.h"
 #include "crypto.h"
 #include "error.h"
@@ -224,6 +225,7 @@ usage(FILE *f)
 int
 main(int argc, char **argv)
 {
+  tc_tune_malloc();
   tc_log_open("tromcho-fuse", 0);
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

@@ -15,6 +15,7 @@
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
 
+#include "tune.h"
 #include "client.h"
 #include "crypto.h"
 #include "error.h"
@@ -135,6 +136,7 @@ tromcho_dump_plugin(void)
 static int
 tromcho_after_fork(void)
 {
+  tc_tune_malloc();   /* nbdkit's process: large requests stay on the heap */
   if (tc_crypto_init() < 0) {
     nbdkit_error("%s", tc_last_error());
     return -1;

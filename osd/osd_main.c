@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <sys/signalfd.h>
 #include <json-c/json.h>
+#include "tune.h"
 #include "crypto.h"
 #include "error.h"
 #include "log.h"
@@ -146,6 +147,7 @@ on_tick(struct tc_evloop *loop, void *arg)
 int
 main(int argc, char **argv)
 {
+  tc_tune_malloc();
   if (tc_crypto_init() < 0) {
     fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
     return 1;
