@@ -20,6 +20,7 @@ cleanup () {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap "exit 1" INT TERM
 export PATH=$top/cli:$top/osd:$top/gateway:$PATH
 plugin=$top/nbdkit-plugin/.libs/nbdkit-tromcho-plugin.so
 port () { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
