@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# tromcho-fuse: every image the user may read is a file of the image's size
+# (snapshots read-only); reads, writes (also O_DIRECT), fsync, truncate
+# (resize), punch hole; the data matches what NBD and the CLI see.
+. "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
+. "$top_srcdir/tests/kv-functions.sh"
+. "$top_srcdir/tests/cluster-functions.sh"
+requires tromcho tromcho-osd tromcho-fuse fusermount3 curl python3 fallocate
+[ -c /dev/fuse ] || { echo "$0: skipped: no /dev/fuse"; exit 77; }
+start_kv
+write_conf
+make_pool 1 4 2 1
+start_osd 1
+start_osd 2
+set_pgs 1 4 "1 2"
+tromcho create enc -s 32M --enc_key auto >/dev/null || fail "create enc"
+tromcho create plain -s 16M >/dev/null || fail "create plain"
+
+MNT=$TESTDIR/mnt
+mkdir -p "$MNT"
+tromcho-fuse "$MNT" -f >"$TESTDIR/fuse.log" 2>&1 &
+fuse_pid=$!
+cleanup_fn "fusermount3 -u '$MNT' 2>/dev/null; stop_pid $fuse_pid"
+wait_for test -f "$MNT/enc" || { cat "$TESTDIR/fuse.log"; fail "mount did not show the images"; }
+[ "$(ls "$MNT" | tr '\n' ' ')" = "enc plain " ] || fail "listing: $(ls "$MNT")"
+[ "$(stat -c %s "$MNT/enc")" = $((32 << 20)) ] || fail "size of enc"
+
+# Writes at odd offsets through the file, then read back through the CLI.
+head -c $((5 << 20)) /dev/urandom > "$TESTDIR/rand"
+truncate -s 32M "$TESTDIR/model"
+dd if="$TESTDIR/rand" of="$MNT/enc" bs=1M count=3 seek=1 conv=notrunc,fsync 2>/dev/null || fail "dd into the file"
+dd if="$TESTDIR/rand" of="$TESTDIR/model" bs=1M count=3 seek=1 conv=notrunc 2>/dev/null
+dd if="$TESTDIR/rand" of="$MNT/enc" bs=777 count=33 seek=12345 skip=7 conv=notrunc,fsync 2>/dev/null || fail "unaligned dd"
+dd if="$TESTDIR/rand" of="$TESTDIR/model" bs=777 count=33 seek=12345 skip=7 conv=notrunc 2>/dev/null
+dd if="$TESTDIR/rand" of="$MNT/enc" bs=4096 count=64 seek=2000 oflag=direct conv=notrunc 2>/dev/null || fail "O_DIRECT dd"
+dd if="$TESTDIR/rand" of="$TESTDIR/model" bs=4096 count=64 seek=2000 conv=notrunc 2>/dev/null
+cmp "$MNT/enc" "$TESTDIR/model" || fail "file differs from the model"
+tromcho dd iimg=enc of="$TESTDIR/back" bs=1M 2>/dev/null || fail "CLI read"
+cmp "$TESTDIR/back" "$TESTDIR/model" || fail "CLI sees other data than the file"
+
+# Punch hole reads zeros.
+fallocate -p -o $((1 << 20)) -l $((1 << 20)) "$MNT/enc" || fail "punch hole"
+dd if=/dev/zero of="$TESTDIR/model" bs=1M count=1 seek=1 conv=notrunc 2>/dev/null
+cmp "$MNT/enc" "$TESTDIR/model" || fail "after punch hole"
+
+# truncate resizes (owner); the new tail reads zeros.
+truncate -s 48M "$MNT/plain" || fail "truncate"
+[ "$(stat -c %s "$MNT/plain")" = $((48 << 20)) ] || fail "size after truncate"
+[ "$(tromcho info plain --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["size"])')" = $((48 << 20)) ] ||
+  fail "the image was not resized"
+cmp <(tail -c 1M "$MNT/plain") <(head -c 1M /dev/zero) || fail "grown tail is not zeros"
+
+# Snapshots are read-only files.
+tromcho snap-create enc@s1 >/dev/null || fail "snap-create"
+wait_for test -f "$MNT/enc@s1" || fail "snapshot not shown"
+cmp "$MNT/enc@s1" "$TESTDIR/model" || fail "snapshot content"
+[ "$(stat -c %a "$MNT/enc@s1")" = 444 ] || fail "snapshot mode $(stat -c %a "$MNT/enc@s1")"
+expect_fail "" dd if=/dev/zero of="$MNT/enc@s1" bs=4096 count=1 conv=notrunc
+echo "test-fuse: ok"
