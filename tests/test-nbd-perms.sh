@@ -7,6 +7,7 @@
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/cluster-functions.sh"
 . "$top_srcdir/tests/nbd-functions.sh"
+requires_plain_plugin
 requires tromcho tromcho-osd nbdkit nbdinfo curl python3 openssl
 start_kv
 P=$TESTDIR/pki

@@ -6,6 +6,7 @@
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/cluster-functions.sh"
 . "$top_srcdir/tests/nbd-functions.sh"
+requires_plain_plugin
 requires tromcho tromcho-osd nbdkit nbdinfo nbdcopy nbdsh qemu-img qemu-io fio curl python3
 [ -f "$PLUGIN" ] || fail "plugin not built: $PLUGIN"
 
