@@ -1,5 +1,5 @@
 /* tromcho pool-create, pool-ls, pool-rm: pools in /config/pools (see
- * common/pools.h), changed only by compare-and-swap transactions so that
+ * common/cluster/pools.h), changed only by compare-and-swap transactions so that
  * two admins never lose each other's change. */
 #include <config.h>
 #include <errno.h>

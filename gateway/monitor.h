@@ -12,13 +12,13 @@
  *
  * The active monitor watches /config/pools and /osd/state/ (and recomputes
  * every 10 s anyway), and on any change:
- *  - reads the pools (/config/pools, see common/pools.h),
+ *  - reads the pools (/config/pools, see common/cluster/pools.h),
  *  - reads the live OSDs: a key /osd/state/<n> exists while OSD n keeps its
  *    lease; value {"addr": "..", "port": n, "host": ".."} (host: the failure
  *    domain; missing: addr; optional "weight", default 1),
  *  - computes every pool's placement from the previous /pg/config with
- *    common/placement.h (balanced, host failure domain, minimal movement),
- *  - writes /pg/config (shape in common/pools.h) when it changed (never
+ *    common/cluster/placement.h (balanced, host failure domain, minimal movement),
+ *  - writes /pg/config (shape in common/cluster/pools.h) when it changed (never
  *    while no OSD at all is up, nor when /config/pools is not valid JSON:
  *    the last placement stays), and
  *    /stats when it changed:

@@ -1,5 +1,5 @@
 /* The OSD operation decoder: checks a request frame against the protocol
- * (common/osd_proto.h) and extracts its arguments. Pure (no I/O, no
+ * (common/cluster/osd_proto.h) and extracts its arguments. Pure (no I/O, no
  * state), so the fuzz target (tests/fuzz-osd-decode.c) calls it directly. */
 #include <config.h>
 #include <errno.h>

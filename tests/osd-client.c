@@ -1,5 +1,5 @@
 /* osd-client: a small test client of the OSD protocol for the shell tests
- * and bench/osd (the real cluster client is common/cluster.c). It connects
+ * and bench/osd (the real cluster client is common/cluster/cluster.c). It connects
  * through the messenger with the config's cert/pkey, routes operations to
  * the PG's primary from the KV's /pg/config and /osd/state, and retries an
  * operation on -EAGAIN or a broken connection (re-reading the map) for up
