@@ -89,7 +89,7 @@ make_kv_pki () {
 # etcd only (skips with TROMCHO_KV=gateway). Sets KV_URL (https).
 start_kv_tls () {
   local name=${1:-kvtls} port peer dir
-  [ "${TROMCHO_KV:-etcd}" = etcd ] || { echo "$0: skipped: TLS test runs against etcd"; exit 77; }
+  [ "${TROMCHO_KV:-etcd}" = etcd ] || skip kv-etcd-only "this TLS test runs against etcd"
   requires etcd openssl
   dir=$TESTDIR/$name
   make_kv_pki "$dir/pki" || fail "making certificates"

@@ -9,8 +9,7 @@ PLUGIN=$top_builddir/nbdkit-plugin/.libs/nbdkit-tromcho-plugin.so
 # run under the sanitizers in the client tests; the NBD tests skip there.
 requires_plain_plugin () {
   if ldd "$PLUGIN" 2>/dev/null | grep -q libasan; then
-    echo "$0: skipped: nbdkit cannot load a sanitizer-built plugin"
-    exit 77
+    skip sanitizers-nbdkit "nbdkit cannot load a sanitizer-built plugin"
   fi
 }
 

@@ -4,7 +4,7 @@
 # the same DIR serves the same data.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 requires nbdinfo nbdcopy curl python3
-[ "$top_srcdir" = "$top_builddir" ] || { echo "$0: skipped: needs an in-tree build"; exit 77; }
+[ "$top_srcdir" = "$top_builddir" ] || skip out-of-tree "./appliance up needs an in-tree build"
 . "$top_srcdir/tests/nbd-functions.sh"
 requires_plain_plugin
 DIR=$TESTDIR/app

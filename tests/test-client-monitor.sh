@@ -10,7 +10,7 @@
 . "$top_srcdir/tests/cluster-functions.sh"
 requires tromcho tromcho-osd curl python3 sha256sum
 MON=$top_builddir/tests/monitor-run
-[ -x "$MON" ] || { echo "$0: skipped: monitor-run not built"; exit 77; }
+[ -x "$MON" ] || skip not-built "monitor-run not built"
 start_kv
 EXTRA_CONF=', "etcd_keepalive_timeout": 3, "etcd_mon_ttl": 3' write_conf
 "$MON" > "$TESTDIR/mon.log" 2>&1 &

@@ -6,7 +6,7 @@
 # no GCM, so openssl-tool calls EVP directly (see tests/openssl-tool.c).
 . "${top_srcdir:-..}/tests/functions.sh"
 tools="${top_builddir:-..}/tests"
-[ -x "$tools/openssl-tool" ] || { echo "$0: skipped: openssl-tool not built (install libssl-dev and re-run configure)"; exit 77; }
+[ -x "$tools/openssl-tool" ] || skip not-built "openssl-tool not built (install libssl-dev and re-run configure)"
 [ -x "$tools/crypto-tool" ] || fail "crypto-tool not built"
 requires od head cmp
 ct="$tools/crypto-tool"

@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/cluster-functions.sh"
 requires tromcho tromcho-osd tromcho-fuse fusermount3 curl python3 fallocate
-[ -c /dev/fuse ] || { echo "$0: skipped: no /dev/fuse"; exit 77; }
+[ -c /dev/fuse ] || skip no-dev-fuse "no /dev/fuse"
 start_kv
 write_conf
 make_pool 1 4 2 1

@@ -9,7 +9,7 @@ shopt -s nullglob
 targets=("$fuzzdir"/fuzz-*)
 bins=()
 for t in "${targets[@]}"; do [ -x "$t" ] && [ -f "$t" ] && bins+=("$t"); done
-[ ${#bins[@]} -gt 0 ] || { echo "$0: skipped: no fuzz targets built (./configure --enable-fuzzing CC=clang)"; exit 77; }
+[ ${#bins[@]} -gt 0 ] || skip no-fuzzing "no fuzz targets built (./configure --enable-fuzzing CC=clang)"
 for b in "${bins[@]}"; do
   name=${b##*/fuzz-}
   corpus="$top_srcdir/tests/fuzz/corpus-$name"

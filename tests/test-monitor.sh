@@ -8,7 +8,7 @@
 requires curl python3 tromcho
 MON=$top_builddir/tests/monitor-run
 OSD=$top_builddir/tests/fake-osd
-[ -x "$MON" ] && [ -x "$OSD" ] || { echo "$0: skipped: monitor-run/fake-osd not built"; exit 77; }
+[ -x "$MON" ] && [ -x "$OSD" ] || skip not-built "monitor-run/fake-osd not built"
 start_kv kv
 P=/tromcho
 TTL=2

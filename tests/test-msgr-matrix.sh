@@ -16,7 +16,7 @@
 . "${top_srcdir:-..}/tests/functions.sh"
 set -e
 ECHO=${top_builddir}/tests/msgr-echo
-[ -x "$ECHO" ] || { echo "$0: skipped: msgr-echo not built"; exit 77; }
+[ -x "$ECHO" ] || skip not-built "msgr-echo not built"
 requires python3
 
 tromcho make-certs --dir "$TESTDIR/pki" >/dev/null

@@ -12,7 +12,7 @@
 set -e
 ECHO=${top_builddir}/tests/msgr-echo
 RELAY=${top_srcdir}/tests/msgr-relay.py
-[ -x "$ECHO" ] || { echo "$0: skipped: msgr-echo not built"; exit 77; }
+[ -x "$ECHO" ] || skip not-built "msgr-echo not built"
 requires python3
 
 P=$TESTDIR/pki
