@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <json-c/json.h>
+#include "api_client.h"
 #include "cli_util.h"
 #include "cluster.h"
 #include "commands.h"
@@ -167,6 +168,40 @@ jint(json_object *o, const char *k)
   return json_object_object_get_ex(o, k, &f) && f ? json_object_get_int64(f) : -1;
 }
 
+static const char *jstr(json_object *o, const char *k);
+static int64_t jint(json_object *o, const char *k);
+
+/* ls through the admin API (api_url): what image/list returns. */
+static int
+ls_via_api(const struct tc_config *cfg, bool json)
+{
+  json_object *reply, *arr;
+  if (cli_api_call("ls", cfg, "image/list", NULL, &reply))
+    return 1;
+  if (!json_object_object_get_ex(reply, "images", &arr) || !json_object_is_type(arr, json_type_array)) {
+    fprintf(stderr, "tromcho ls: the admin API's reply has no images list\n");
+    json_object_put(reply);
+    return 1;
+  }
+  if (json)
+    printf("%s\n", json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+  else {
+    printf("%-24s %5s %10s %10s %s\n", "NAME", "POOL", "SIZE", "ENCRYPTED", "FLAGS");
+    for (size_t i = 0; i < json_object_array_length(arr); i++) {
+      json_object *o = json_object_array_get_idx(arr, i);
+      char s1[32];
+      const char *name = jstr(o, "name"), *enc = jstr(o, "encryption"), *ro = jstr(o, "readonly"),
+                 *wr = jstr(o, "writable");
+      int64_t size = jint(o, "size");
+      printf("%-24s %5" PRId64 " %10s %10s %s\n", name ? name : "?", jint(o, "pool"),
+             cli_human(size > 0 ? (uint64_t) size : 0, s1, sizeof s1), enc && strcmp(enc, "none") ? "yes" : "no",
+             ro && !strcmp(ro, "true") ? "RO" : wr && !strcmp(wr, "true") ? "-" : "r");
+    }
+  }
+  json_object_put(reply);
+  return 0;
+}
+
 int
 cmd_image_ls(int argc, char **argv, struct tc_config *cfg)
 {
@@ -176,6 +211,8 @@ cmd_image_ls(int argc, char **argv, struct tc_config *cfg)
   const struct cli_opt opts[] = { { "--json", NULL, NULL, &json }, { NULL } };
   if (cli_parse("ls", argc, argv, opts, pos, 0, &npos) < 0)
     return 1;
+  if (cli_api_enabled(cfg))
+    return ls_via_api(cfg, json);
   struct ls_ctx c = { .cl = cli_client("ls", cfg), .arr = json_object_new_array() };
   if (!c.cl || !c.arr) {
     json_object_put(c.arr);

@@ -2,9 +2,24 @@
 #include <config.h>
 #include <stdio.h>
 #include <string.h>
+#include "api_client.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "image_admin.h"
+
+/* A call on one image through the admin API (api_url); body may hold more. */
+static int
+name_call(const char *cmd, const struct tc_config *cfg, const char *call, const char *name, json_object *b)
+{
+  json_object *reply;
+  if (!b)
+    b = json_object_new_object();
+  cli_api_add(b, "name", name);
+  if (cli_api_call(cmd, cfg, call, b, &reply))
+    return 1;
+  json_object_put(reply);
+  return 0;
+}
 
 int
 cmd_image_modify(int argc, char **argv, struct tc_config *cfg)
@@ -32,6 +47,21 @@ cmd_image_modify(int argc, char **argv, struct tc_config *cfg)
   o.readonly = ro ? 1 : rw ? 0 : -1;
   if (resize && cli_size("modify", "--resize", resize, &o.resize) < 0)
     return 1;
+  if (cli_api_enabled(cfg)) {
+    json_object *b = json_object_new_object();
+    if (o.resize)
+      json_object_object_add(b, "resize", json_object_new_int64((int64_t) o.resize));
+    cli_api_add(b, "rename", o.rename);
+    if (o.readonly >= 0)
+      json_object_object_add(b, "readonly", json_object_new_boolean(o.readonly));
+    cli_api_add(b, "owner", o.owner);
+    cli_api_add(b, "owner_group", o.owner_group);
+    cli_api_add(b, "reader_group", o.reader_group);
+    if (name_call("modify", cfg, "image/modify", pos[0], b))
+      return 1;
+    printf("Image %s modified\n", o.rename ? o.rename : pos[0]);
+    return 0;
+  }
   struct tc_client *cl = cli_client("modify", cfg);
   if (!cl)
     return 1;
@@ -55,6 +85,12 @@ cmd_image_flatten(int argc, char **argv, struct tc_config *cfg)
     fprintf(stderr, "tromcho flatten: give the image name: flatten NAME\n");
     return 1;
   }
+  if (cli_api_enabled(cfg)) {
+    if (name_call("flatten", cfg, "image/flatten", pos[0], NULL))
+      return 1;
+    printf("Image %s flattened\n", pos[0]);
+    return 0;
+  }
   struct tc_client *cl = cli_client("flatten", cfg);
   if (!cl)
     return 1;
@@ -77,6 +113,12 @@ cmd_image_rm(int argc, char **argv, struct tc_config *cfg)
   if (npos != 1) {
     fprintf(stderr, "tromcho rm: give the image name: rm NAME\n");
     return 1;
+  }
+  if (cli_api_enabled(cfg)) {
+    if (name_call("rm", cfg, "image/delete", pos[0], NULL))
+      return 1;
+    printf("Image %s deleted\n", pos[0]);
+    return 0;
   }
   struct tc_client *cl = cli_client("rm", cfg);
   if (!cl)

@@ -14,6 +14,7 @@
 #include <microhttpd.h>
 #include "http.h"
 #include "kvexec.h"
+#include "listen.h"
 #include "watch.h"
 #include "error.h"
 #include "log.h"
@@ -305,67 +306,6 @@ on_mhd_log(void *cls, const char *fmt, va_list ap)
   tc_debug("libmicrohttpd: %s", buf);
 }
 
-/* HOST:PORT or [V6]:PORT into a bound, listening socket. */
-static int
-listen_on(const char *address, char *bound, size_t bound_len)
-{
-  char host[256];
-  const char *port;
-  if (address[0] == '[') {
-    const char *close = strchr(address, ']');
-    if (!close || close[1] != ':' || (size_t) (close - address - 1) >= sizeof host)
-      return tc_error(EINVAL, "gateway_address '%s': expected HOST:PORT or [IPV6]:PORT", address);
-    memcpy(host, address + 1, (size_t) (close - address - 1));
-    host[close - address - 1] = 0;
-    port = close + 2;
-  } else {
-    const char *colon = strrchr(address, ':');
-    if (!colon || colon == address || (size_t) (colon - address) >= sizeof host)
-      return tc_error(EINVAL, "gateway_address '%s': expected HOST:PORT", address);
-    memcpy(host, address, (size_t) (colon - address));
-    host[colon - address] = 0;
-    port = colon + 1;
-  }
-  char *end;
-  long p = strtol(port, &end, 10);
-  if (!*port || *end || p < 0 || p > 65535)
-    return tc_error(EINVAL, "gateway_address '%s': bad port '%s'", address, port);
-  struct addrinfo hints = { .ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_family = AF_UNSPEC,
-                            .ai_socktype = SOCK_STREAM }, *ai;
-  int rc = getaddrinfo(host, port, &hints, &ai);
-  if (rc)
-    return tc_error(EINVAL, "gateway_address '%s': %s", address, gai_strerror(rc));
-  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    freeaddrinfo(ai);
-    return tc_error(errno, "gateway_address '%s': socket: %s", address, strerror(errno));
-  }
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 512) < 0) {
-    int e = errno;
-    freeaddrinfo(ai);
-    close(fd);
-    return tc_error(e, "gateway_address '%s': cannot listen: %s", address, strerror(e));
-  }
-  freeaddrinfo(ai);
-  struct sockaddr_storage ss;
-  socklen_t sl = sizeof ss;
-  char h[64] = "?";
-  int bport = 0;
-  if (getsockname(fd, (struct sockaddr *) &ss, &sl) == 0) {
-    if (ss.ss_family == AF_INET) {
-      inet_ntop(AF_INET, &((struct sockaddr_in *) &ss)->sin_addr, h, sizeof h);
-      bport = ntohs(((struct sockaddr_in *) &ss)->sin_port);
-    } else {
-      inet_ntop(AF_INET6, &((struct sockaddr_in6 *) &ss)->sin6_addr, h, sizeof h);
-      bport = ntohs(((struct sockaddr_in6 *) &ss)->sin6_port);
-    }
-  }
-  snprintf(bound, bound_len, ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", h, bport);
-  return fd;
-}
-
 /* MHD's connection threads must not get SIGTERM/SIGPIPE: main waits for them. */
 static void
 notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -394,7 +334,7 @@ kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
   srv->max_body = (size_t) tc_config_int(cfg, "gateway_max_request_bytes");
   max_txn_ops = tc_config_int(cfg, "gateway_max_txn_ops");
   srv->progress_ms = tc_config_int(cfg, "gateway_watch_progress_interval") * 1000;
-  srv->fd = listen_on(tc_config_str(cfg, "gateway_address"), srv->address, sizeof srv->address);
+  srv->fd = gw_listen("gateway_address", tc_config_str(cfg, "gateway_address"), srv->address, sizeof srv->address);
   if (srv->fd < 0) {
     free(srv);
     return NULL;

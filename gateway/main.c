@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include "admin_api.h"
 #include "http.h"
 #include "kvstore.h"
 #include "lease.h"
 #include "monitor.h"
+#include "crypto.h"
 #include "error.h"
 #include "log.h"
 #include "tc_config.h"
@@ -28,6 +30,8 @@ usage(FILE *f)
           "  --gateway_max_txn_ops N        most operations per txn branch (default 128, as etcd)\n"
           "  --gateway_watch_progress_interval S  progress replies to quiet watches (default 600)\n"
           "  --gateway_meta_sync BOOL       two flushes per commit (default true; false: one)\n"
+          "  --gateway_api_address HOST:PORT  where the admin HTTPS API listens (default 127.0.0.1:8379;\n"
+          "                                 served when server_cert/server_pkey are set)\n"
           "  --log_level LEVEL              error, warn, info or debug\n\n");
   tc_config_print_help(f);
 }
@@ -62,6 +66,12 @@ main(int argc, char **argv)
     return 1;
   }
   tc_log_set_level(lvl);
+  /* The admin API verifies certificates and its client speaks to OSDs. */
+  if (tc_config_str(cfg, "server_cert") && tc_crypto_init() < 0) {
+    fprintf(stderr, "tromcho-gateway: %s\n", tc_last_error());
+    tc_config_free(cfg);
+    return 1;
+  }
 
   /* Threads inherit this mask: only main takes SIGTERM/SIGINT (sigwait). */
   sigset_t set;
@@ -75,6 +85,7 @@ main(int argc, char **argv)
   struct leases *l = NULL;
   struct kv_server *srv = NULL;
   struct tc_monitor *mon = NULL;
+  struct admin_api *api = NULL;
   struct kvs *s = kvs_open(tc_config_str(cfg, "gateway_data"), tc_config_int(cfg, "gateway_store_size"));
   if (!s)
     goto fail;
@@ -93,6 +104,8 @@ main(int argc, char **argv)
   }
   if (tc_config_bool(cfg, "gateway_monitor") && !(mon = tc_monitor_start(cfg)))
     goto fail;
+  if (admin_api_start(cfg, &api) < 0)
+    goto fail;
   /* Wait for a signal; without meta_sync, flush what the commits left every second. */
   int sig;
   for (;;) {
@@ -109,6 +122,7 @@ main(int argc, char **argv)
 fail:
   fprintf(stderr, "tromcho-gateway: %s\n", tc_last_error());
 stop:
+  admin_api_stop(api);
   if (mon)
     tc_monitor_stop(mon);
   kv_server_stop(srv);

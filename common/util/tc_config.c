@@ -204,6 +204,20 @@ tc_config_free(struct tc_config *cfg)
   free(cfg);
 }
 
+struct tc_config *
+tc_config_dup(const struct tc_config *cfg)
+{
+  struct tc_config *c = calloc(1, sizeof *c);
+  if (!c || json_object_deep_copy(cfg->values, &c->values, NULL) < 0 ||
+      json_object_deep_copy(cfg->defaults, &c->defaults, NULL) < 0 ||
+      (cfg->path && !(c->path = strdup(cfg->path)))) {
+    tc_config_free(c);
+    tc_error(ENOMEM, "config: out of memory");
+    return NULL;
+  }
+  return c;
+}
+
 /* Parse one JSON config text into cfg; name is used in messages. */
 static int
 config_parse(struct tc_config *cfg, const char *buf, size_t len, const char *name)

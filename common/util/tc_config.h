@@ -45,6 +45,8 @@ struct tc_config *tc_config_load_file(const char *path);
  * name stands for the file in messages (tc_config_path returns it). */
 struct tc_config *tc_config_load_buffer(const char *buf, size_t len, const char *name);
 void tc_config_free(struct tc_config *cfg);
+/* A copy to change apart from the original (caller frees). */
+struct tc_config *tc_config_dup(const struct tc_config *cfg);
 
 /* Set one option from text, as from the command line (checks type). */
 int tc_config_set(struct tc_config *cfg, const char *name, const char *value);

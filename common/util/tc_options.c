@@ -34,6 +34,9 @@ const struct tc_opt_def tc_options[] = {
   { "gateway_meta_sync", TC_OPT_BOOL, "true", "flush the store twice per commit (false: once, the rest every second; a power loss may then undo the last second of writes, kill -9 loses nothing)" },
   { "server_cert", TC_OPT_STRING, NULL, "TLS certificate of the admin HTTPS API" },
   { "server_pkey", TC_OPT_STRING, NULL, "key of server_cert" },
+  { "gateway_api_address", TC_OPT_STRING, "127.0.0.1:8379", "address:port the gateway's admin HTTPS API listens on (served when server_cert is set)" },
+  { "api_url", TC_OPT_STRING, NULL, "CLI: send image commands to the gateway's admin API at this https:// URL instead of the KV" },
+  { "api_ca", TC_OPT_STRING, NULL, "CLI: CA the admin API's server_cert must chain to (default: the system's)" },
   /* identities and rights */
   { "use_perms", TC_OPT_BOOL, "false", "enforce users' access rights" },
   { "cert", TC_OPT_STRING, NULL, "this client's certificate (CN = user name)" },
