@@ -1,6 +1,7 @@
 /* tromcho-gateway: the control plane. Serves the etcd v3 JSON API from its
  * embedded store and runs the monitor. */
 #include <config.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,14 +93,28 @@ main(int argc, char **argv)
   bool meta_sync = tc_config_bool(cfg, "gateway_meta_sync");
   if (kvs_set_meta_sync(s, meta_sync) < 0 || !(l = leases_start(s)) || !(srv = kv_server_start(cfg, s, l)))
     goto fail;
-  tc_info("KV API on http://%s, store in %s at revision %lld", kv_server_address(srv),
+  const char *scheme = kv_server_https(srv) ? "https" : "http";
+  tc_info("KV API on %s://%s%s, store in %s at revision %lld", scheme, kv_server_address(srv),
+          tc_config_bool(cfg, "use_perms") ? " (use_perms: client certificates required)" : "",
           tc_config_str(cfg, "gateway_data"), (long long) kvs_revision(s));
   /* The monitor reaches the KV through etcd_address: by default, this
    * gateway's own API. */
   if (!tc_config_given(cfg, "etcd_address")) {
     char url[300];
-    snprintf(url, sizeof url, "http://%s", kv_server_address(srv));
+    snprintf(url, sizeof url, "%s://%s", scheme, kv_server_address(srv));
     if (tc_config_set(cfg, "etcd_address", url) < 0)
+      goto fail;
+  }
+  /* The embedded monitor reaches the KV as a monitor, never as a user:
+   * with use_perms it needs mon_etcd_client_cert (chaining to mon_ca). */
+  if (tc_config_bool(cfg, "gateway_monitor") && tc_config_bool(cfg, "use_perms")) {
+    const char *mc = tc_config_str(cfg, "mon_etcd_client_cert"), *mk = tc_config_str(cfg, "mon_etcd_client_key");
+    if (!mc || !mk) {
+      tc_error(EINVAL, "use_perms with the embedded monitor (gateway_monitor) needs mon_etcd_client_cert "
+               "and mon_etcd_client_key: the monitor reaches the KV as itself");
+      goto fail;
+    }
+    if (tc_config_set(cfg, "etcd_client_cert", mc) < 0 || tc_config_set(cfg, "etcd_client_key", mk) < 0)
       goto fail;
   }
   if (tc_config_bool(cfg, "gateway_monitor") && !(mon = tc_monitor_start(cfg)))

@@ -56,6 +56,11 @@ int tc_cert_peer_check_sig(const struct tc_cert_peer *p, const void *data, size_
 /* The subject CN of a DER certificate, for log lines ("?" if unreadable). */
 void tc_cert_der_cn(const uint8_t *der, size_t len, char *cn, size_t cnlen);
 
+/* Extended key usage of a DER certificate: 0 if it allows purpose_oid
+ * (e.g. GNUTLS_KP_TLS_WWW_CLIENT, "1.3.6.1.5.5.7.3.2") or has no such
+ * extension, else -1 (EACCES) naming the CN and `what` ("clientAuth"). */
+int tc_cert_der_check_purpose(const uint8_t *der, size_t len, const char *purpose_oid, const char *what);
+
 /* --- issuing (make-certs) --- */
 enum tc_key_type { TC_KEY_ECDSA_P256 = 0, TC_KEY_ED25519, TC_KEY_RSA3072 };
 int tc_key_type_parse(const char *name);        /* "ecdsa", "ed25519", "rsa"; -1 if unknown */
