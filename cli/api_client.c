@@ -80,7 +80,8 @@ cli_api_call(const char *cmd, const struct tc_config *cfg, const char *call, jso
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long) tc_config_int(cfg, "etcd_quick_timeout"));
+  /* Connecting includes the TLS handshake: give a busy gateway time. */
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long) tc_config_int(cfg, "etcd_slow_timeout") * 2);
   /* Deleting or flattening a large image takes as long as it takes. */
   curl_easy_setopt(c, CURLOPT_TIMEOUT, (long) tc_config_int(cfg, "client_op_timeout") * 10);
   if (tc_config_str(cfg, "cert"))

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <microhttpd.h>
 #include "admin_api.h"
 #include "admin_ops.h"
@@ -140,6 +141,12 @@ caller_of(struct admin_api *a, struct MHD_Connection *conn, struct admin_caller 
     char cn[TC_CN_MAX];
     tc_cert_der_cn(der[0], len[0], cn, sizeof cn);
     admin_err_set(e, 401, "client certificate CN=%s refused (client_ca): %s", cn, tc_last_error());
+    return -1;
+  }
+  /* The same usage rule as the KV service (gw_identity.c): a client certificate. */
+  if (tc_cert_der_check_purpose(der[0], len[0], GNUTLS_KP_TLS_WWW_CLIENT, "clientAuth") < 0) {
+    admin_err_set(e, 401, "client certificate CN=%s refused (client_ca): %s", tc_cert_peer_cn(p), tc_last_error());
+    tc_cert_peer_free(p);
     return -1;
   }
   int rc = admin_caller_load(a->cl, tc_cert_peer_cn(p), c, e);
@@ -277,6 +284,9 @@ admin_api_start(struct tc_config *cfg, struct admin_api **out)
   bool use_perms = tc_config_bool(cfg, "use_perms");
   if (use_perms && !ca)
     return tc_error(EINVAL, "option use_perms: the admin API needs client_ca to know who calls it");
+  if (use_perms && (!tc_config_str(cfg, "cert") || !tc_config_str(cfg, "pkey")))
+    return tc_error(EINVAL, "options cert and pkey: with use_perms the admin API works as the gateway's own user "
+                    "(an administrator's certificate, as Vitastor's `vitastor-cli serve`), and none is set");
   /* Prove the pair before serving with it: a clear error now, not a TLS
    * failure per connection later. */
   struct tc_cert_identity *probe = tc_cert_identity_load(cert, key, 0);
@@ -297,6 +307,12 @@ admin_api_start(struct tc_config *cfg, struct admin_api **out)
    * record read once at start. Everything outside (the OSDs, the KV filter)
    * still sees the gateway's own certificate (cert/pkey). */
   if (!(a->work_cfg = tc_config_dup(cfg)) || tc_config_set(a->work_cfg, "use_perms", "false") < 0)
+    goto fail;
+  /* ... and reaches the KV with cert too, not as the embedded monitor
+   * (main.c points etcd_client_cert at mon_etcd_client_cert for it). */
+  const char *ucert = tc_config_str(cfg, "cert"), *ukey = tc_config_str(cfg, "pkey");
+  if (ucert && ukey && (tc_config_set(a->work_cfg, "etcd_client_cert", ucert) < 0 ||
+                        tc_config_set(a->work_cfg, "etcd_client_key", ukey) < 0))
     goto fail;
   if (!(a->cl = tc_client_new(a->work_cfg))) {
     tc_error(errno ? errno : EIO, "admin API: cannot reach the cluster: %s", tc_last_error());

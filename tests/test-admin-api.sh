@@ -15,29 +15,48 @@ P=$TESTDIR/pki
 tromcho make-certs --dir "$P" >/dev/null || fail "make-certs"
 for u in alice bob; do tromcho make-certs user $u --dir "$P" >/dev/null || fail "make-certs user $u"; done
 
-# A gateway (embedded KV, no monitor: the test writes /pg/config) serving
-# the admin API; its own client acts as admin, as `vitastor-cli serve` does.
+# A gateway (embedded KV over HTTPS, no monitor: the test writes
+# /pg/config) serving the admin API; its own client acts as admin (cert),
+# as `vitastor-cli serve` does. The first run, without use_perms, writes the
+# user records (the bootstrap); then it runs with use_perms.
 port=$(free_port); api=$(free_port)
-KV_URL=http://127.0.0.1:$port
+KV_URL=https://127.0.0.1:$port
 API=https://127.0.0.1:$api
-EXTRA_CONF=", \"use_perms\": true, \"osd_ca\": \"$P/osd_ca.crt\", \"client_ca\": \"$P/client_ca.crt\",
+EXTRA_CONF=", \"use_perms\": true, \"osd_ca\": \"$P/osd_ca.crt\", \"client_ca\": \"$P/client_ca.crt\", \"mon_ca\": \"$P/mon_ca.crt\",
  \"osd_cert\": \"$P/osd_ca.crt\", \"osd_pkey\": \"$P/osd_ca.key\", \"cert\": \"$P/admin.crt\", \"pkey\": \"$P/admin.key\",
+ \"antietcd_cert\": \"$P/antietcd.crt\", \"antietcd_key\": \"$P/antietcd.key\", \"etcd_ca\": \"$P/antietcd.crt\",
  \"server_cert\": \"$P/antietcd.crt\", \"server_pkey\": \"$P/antietcd.key\", \"gateway_api_address\": \"127.0.0.1:$api\",
  \"api_ca\": \"$P/antietcd.crt\"" write_conf
+KVC=(--cacert "$P/antietcd.crt" --cert "$P/admin.crt" --key "$P/admin.key")
+kv_put () {
+  curl -sf "${KVC[@]}" -X POST "$KV_URL/v3/kv/put" \
+    -d "{\"key\":\"$(printf '%s' "/tromcho$1" | base64 -w0)\",\"value\":\"$(printf '%s' "$2" | base64 -w0)\"}" >/dev/null ||
+    fail "kv_put $1"
+}
+kv_get () {
+  curl -sf "${KVC[@]}" -X POST "$KV_URL/v3/kv/range" -d "{\"key\":\"$(printf '%s' "/tromcho$1" | base64 -w0)\"}" |
+    python3 -c 'import sys, json, base64; r = json.load(sys.stdin); [print(base64.b64decode(x["value"]).decode()) for x in r.get("kvs", [])]'
+}
 mkdir -p "$TESTDIR/gw"
-echo "tromcho-gateway --gateway_address 127.0.0.1:$port --gateway_data $TESTDIR/gw/data --gateway_monitor false --log_level info" > "$TESTDIR/gw/cmd"
+gw_cmd="tromcho-gateway --gateway_address 127.0.0.1:$port --gateway_data $TESTDIR/gw/data --gateway_monitor false --log_level info"
+echo "$gw_cmd --use_perms false" > "$TESTDIR/gw/cmd"
 echo "$KV_URL" > "$TESTDIR/gw/url"
+echo "${KVC[*]}" > "$TESTDIR/gw/curlopts"
 cleanup_fn "kv_stop gw"
 kv_spawn gw
-wait_for curl -s --cacert "$P/antietcd.crt" "$API/" || { cat "$TESTDIR/gw/log"; fail "admin API did not start"; }
-
 kv_put /config/user/admin '{"type": "admin"}'
 kv_put /config/user/alice '{"type": "client", "groups": ["staff"]}'
 kv_put /config/user/bob '{"groups": []}'
 kv_put /config/pools '{"1": {"name": "pool1", "pg_count": 2, "pg_size": 2, "pg_minsize": 1, "creator_group": "staff"}, "2": {"name": "pool2", "pg_count": 1, "pg_size": 1, "pg_minsize": 1}}'
+kv_put /pg/config '{"items": {"1": {"0": {"osd_set": [1, 2], "primary": 1}, "1": {"osd_set": [2, 1], "primary": 2}}, "2": {"0": {"osd_set": [1], "primary": 1}}}}' # (the monitor's key: written in the bootstrap)
+echo "$gw_cmd" > "$TESTDIR/gw/cmd"
+kv_restart gw
+wait_for curl -s --cacert "$P/antietcd.crt" "$API/" || { cat "$TESTDIR/gw/log"; fail "admin API did not start"; }
+curl -s --cacert "$P/antietcd.crt" --cert "$P/bob.crt" --key "$P/bob.key" -X POST "$KV_URL/v3/kv/put" \
+  -d '{"key": "L3Ryb21jaG8vY29uZmlnL3VzZXIvYm9i", "value": "e30="}' | grep -q 'permission denied' ||
+  fail "the KV runs without its filter: the admin API's test would prove nothing"
 start_osd 1
 start_osd 2
-kv_put /pg/config '{"items": {"1": {"0": {"osd_set": [1, 2], "primary": 1}, "1": {"osd_set": [2, 1], "primary": 2}}, "2": {"0": {"osd_set": [1], "primary": 1}}}}'
 
 # call WHO CALL BODY: POST to the API as WHO (a user, or none); prints the
 # reply and the HTTP status on its last line.
@@ -69,6 +88,13 @@ certtool --generate-certificate --load-privkey "$P/expired.key" --load-ca-certif
   --load-ca-privkey "$P/client_ca.key" --template "$P/expired.tmpl" --outfile "$P/expired.crt" 2>/dev/null ||
   fail "certtool: an expired certificate"
 expect 401 'CN=alice refused.*expired' expired image/list
+# A certificate of client_ca that is not for clients (serverAuth only).
+printf 'cn = alice\ntls_www_server\nsigning_key\nexpiration_days = 2\n' > "$P/server-only.tmpl"
+certtool --generate-privkey --key-type ecdsa --outfile "$P/server-only.key" 2>/dev/null &&
+certtool --generate-certificate --load-privkey "$P/server-only.key" --load-ca-certificate "$P/client_ca.crt" \
+  --load-ca-privkey "$P/client_ca.key" --template "$P/server-only.tmpl" --outfile "$P/server-only.crt" 2>/dev/null ||
+  fail "certtool: a serverAuth certificate"
+expect 401 'CN=alice refused.*clientAuth' server-only image/list
 grep -q 'CN=alice refused' "$TESTDIR/gw/log" || fail "the refused certificate is not logged"
 
 # --- bad requests ---
@@ -137,6 +163,9 @@ echo '{}' > "$TESTDIR/empty.conf"
 g () { tromcho-gateway --config "$TESTDIR/empty.conf" --gateway_address 127.0.0.1:0 --gateway_data "$TESTDIR/g2" --gateway_monitor false "$@"; }
 expect_fail 'option server_cert is set but server_pkey is not' g --server_cert "$P/antietcd.crt"
 expect_fail 'option gateway_api_address is set but server_cert is not' g --gateway_api_address 127.0.0.1:0
-expect_fail 'option use_perms: the admin API needs client_ca' g --use_perms true --server_cert "$P/antietcd.crt" --server_pkey "$P/antietcd.key"
+expect_fail 'use_perms.*client_ca' g --use_perms true --server_cert "$P/antietcd.crt" --server_pkey "$P/antietcd.key"
+expect_fail 'options cert and pkey: with use_perms the admin API works as the gateway.s own user' g --use_perms true \
+  --antietcd_cert "$P/antietcd.crt" --antietcd_key "$P/antietcd.key" --client_ca "$P/client_ca.crt" \
+  --server_cert "$P/antietcd.crt" --server_pkey "$P/antietcd.key"
 expect_fail 'server_cert/server_pkey' g --server_cert "$P/antietcd.crt" --server_pkey "$P/alice.key"
 echo "test-admin-api: ok"
