@@ -169,6 +169,13 @@ kv_handle(struct kvs *s, struct leases *l, const char *method, const char *path,
   return handle(s, l, &who, method, path, body, len, status, outlen);
 }
 
+char *
+kv_handle_as(struct kvs *s, struct leases *l, const struct caller *who, const char *method, const char *path,
+             const char *body, size_t len, int *status, size_t *outlen)
+{
+  return handle(s, l, who, method, path, body, len, status, outlen);
+}
+
 static enum MHD_Result
 send_text(struct MHD_Connection *conn, int status, char *text, size_t len)
 {

@@ -22,5 +22,10 @@ void kv_server_stop(struct kv_server *srv);
  * fuzz target: no streaming endpoints (watch, keepalive) through here. */
 char *kv_handle(struct kvs *s, struct leases *l, const char *method, const char *path,
                 const char *body, size_t len, int *status, size_t *outlen);
+/* The same for a caller with an identity (and the access filter), as a
+ * request over HTTPS gets it: for the fuzz target fuzz-kv-caller. */
+struct caller;
+char *kv_handle_as(struct kvs *s, struct leases *l, const struct caller *who, const char *method, const char *path,
+                   const char *body, size_t len, int *status, size_t *outlen);
 
 #endif
