@@ -37,6 +37,34 @@ usage(FILE *f)
   tc_config_print_help(f);
 }
 
+/* The setup the options describe, refused with the option named when it
+ * cannot run as asked. serve_kv: use_antietcd. */
+static int
+check_setup(struct tc_config *cfg, bool serve_kv)
+{
+  if (tc_config_given(cfg, "etcd_proxy"))
+    return tc_error(ENOTSUP, "option etcd_proxy: the filtering proxy to etcd (the seed's \"Mon as an etcd "
+                    "proxy\") is not implemented yet; run the gateway with its embedded store instead "
+                    "(use_antietcd true, no etcd_proxy)");
+  if (serve_kv)
+    return 0;
+  /* use_antietcd false: the KV is another gateway (or etcd); this one runs
+   * the monitor and/or the admin API against it (the seed's "Mon with a
+   * separate Antietcd proxy"). */
+  if (!tc_config_given(cfg, "etcd_address"))
+    return tc_error(EINVAL, "option use_antietcd is false: this gateway serves no KV, so it needs "
+                    "etcd_address (the KV its monitor and admin API use)");
+  if (!tc_config_bool(cfg, "gateway_monitor") && !tc_config_str(cfg, "server_cert"))
+    return tc_error(EINVAL, "option use_antietcd is false and gateway_monitor is false (and no admin API, "
+                    "server_cert): this gateway would have nothing to run");
+  static const char *const kv_only[] = { "antietcd_cert", "antietcd_key", "gateway_address", "gateway_data",
+                                         "gateway_store_size", "gateway_meta_sync", NULL };
+  for (const char *const *o = kv_only; *o; o++)
+    if (tc_config_given(cfg, *o))
+      return tc_error(EINVAL, "option %s is set but use_antietcd is false: this gateway serves no KV", *o);
+  return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -87,19 +115,29 @@ main(int argc, char **argv)
   struct kv_server *srv = NULL;
   struct tc_monitor *mon = NULL;
   struct admin_api *api = NULL;
-  struct kvs *s = kvs_open(tc_config_str(cfg, "gateway_data"), tc_config_int(cfg, "gateway_store_size"));
-  if (!s)
-    goto fail;
+  struct kvs *s = NULL;
   bool meta_sync = tc_config_bool(cfg, "gateway_meta_sync");
-  if (kvs_set_meta_sync(s, meta_sync) < 0 || !(l = leases_start(s)) || !(srv = kv_server_start(cfg, s, l)))
+  /* What to run (the seed's setups, DESIGN.md section 3); options that do
+   * not apply to it are refused, never ignored. */
+  bool serve_kv = tc_config_bool(cfg, "use_antietcd");
+  if (check_setup(cfg, serve_kv) < 0)
     goto fail;
-  const char *scheme = kv_server_https(srv) ? "https" : "http";
-  tc_info("KV API on %s://%s%s, store in %s at revision %lld", scheme, kv_server_address(srv),
-          tc_config_bool(cfg, "use_perms") ? " (use_perms: client certificates required)" : "",
-          tc_config_str(cfg, "gateway_data"), (long long) kvs_revision(s));
+  if (serve_kv) {
+    if (!(s = kvs_open(tc_config_str(cfg, "gateway_data"), tc_config_int(cfg, "gateway_store_size"))))
+      goto fail;
+    if (kvs_set_meta_sync(s, meta_sync) < 0 || !(l = leases_start(s)) || !(srv = kv_server_start(cfg, s, l)))
+      goto fail;
+    tc_info("KV API on %s://%s%s, store in %s at revision %lld", kv_server_https(srv) ? "https" : "http",
+            kv_server_address(srv), tc_config_bool(cfg, "use_perms") ? " (use_perms: client certificates required)" : "",
+            tc_config_str(cfg, "gateway_data"), (long long) kvs_revision(s));
+  }
+  else
+    tc_info("use_antietcd false: no KV API here; the monitor%s reaches the KV at %s",
+            tc_config_str(cfg, "server_cert") ? " and the admin API" : "", tc_config_list_get(cfg, "etcd_address", 0));
   /* The monitor reaches the KV through etcd_address: by default, this
    * gateway's own API. */
-  if (!tc_config_given(cfg, "etcd_address")) {
+  if (srv && !tc_config_given(cfg, "etcd_address")) {
+    const char *scheme = kv_server_https(srv) ? "https" : "http";
     char url[300];
     snprintf(url, sizeof url, "%s://%s", scheme, kv_server_address(srv));
     if (tc_config_set(cfg, "etcd_address", url) < 0)
@@ -128,7 +166,7 @@ main(int argc, char **argv)
     sig = sigtimedwait(&set, NULL, &second);
     if (sig > 0)
       break;
-    if (!meta_sync && kvs_sync(s) < 0)
+    if (s && !meta_sync && kvs_sync(s) < 0)
       tc_warn("%s", tc_last_error());
   }
   tc_info("signal %d: stopping", sig);

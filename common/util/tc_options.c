@@ -14,7 +14,7 @@ const struct tc_opt_def tc_options[] = {
   { "etcd_ca", TC_OPT_STRING, NULL, "CA that the KV server's certificate must chain to" },
   { "etcd_client_cert", TC_OPT_STRING, NULL, "client certificate for the KV (default: cert or osd_cert)" },
   { "etcd_client_key", TC_OPT_STRING, NULL, "key of etcd_client_cert" },
-  { "use_antietcd", TC_OPT_BOOL, "true", "the gateway serves the KV API itself" },
+  { "use_antietcd", TC_OPT_BOOL, "true", "tromcho-gateway: true: serve the KV API (embedded store); false: run only the monitor (and admin API) against etcd_address" },
   { "antietcd_cert", TC_OPT_STRING, NULL, "TLS certificate of the gateway's KV API" },
   { "antietcd_key", TC_OPT_STRING, NULL, "key of antietcd_cert" },
   { "etcd_proxy", TC_OPT_OBJECT, NULL, "run the gateway as a filtering proxy to etcd: {urls, cert, key, ca}" },
