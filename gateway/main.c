@@ -14,6 +14,47 @@
 #include "log.h"
 #include "tc_config.h"
 
+struct bootstrap {
+  char key[400];
+  bool written;
+};
+
+static int
+bootstrap_fn(struct kvs_txn *tx, void *arg, struct kv_err *err)
+{
+  struct bootstrap *b = arg;
+  struct kv_rec cur;
+  int had = kvs_get(tx, (const uint8_t *) b->key, strlen(b->key), &cur, err);
+  if (had != 0)
+    return had < 0 ? -1 : 0;
+  static const char val[] = "{\"type\":\"admin\"}";
+  if (kvs_put(tx, (const uint8_t *) b->key, strlen(b->key), (const uint8_t *) val, sizeof val - 1, 0, err) < 0)
+    return -1;
+  b->written = true;
+  return 0;
+}
+
+/* gateway_bootstrap_admin: the first administrator, written straight into
+ * the embedded store before the API opens; an existing record is kept. */
+static int
+bootstrap_admin(struct tc_config *cfg, struct kvs *s)
+{
+  const char *name = tc_config_str(cfg, "gateway_bootstrap_admin");
+  if (!name)
+    return 0;
+  struct bootstrap b = { "", false };
+  if (!*name || strchr(name, '/') ||
+      (size_t) snprintf(b.key, sizeof b.key, "%s/config/user/%s", tc_config_str(cfg, "etcd_prefix"), name) >=
+      sizeof b.key)
+    return tc_error(EINVAL, "option gateway_bootstrap_admin: '%s' is not a user name", name);
+  struct kv_err err;
+  if (kvs_write(s, bootstrap_fn, NULL, &b, &err) < 0)
+    return tc_error(EIO, "option gateway_bootstrap_admin: writing %s: %s", b.key, err.msg);
+  if (b.written)
+    tc_info("%s = {\"type\":\"admin\"}: user %s is the first administrator", b.key, name);
+  return 0;
+}
+
 static void
 usage(FILE *f)
 {
@@ -29,6 +70,9 @@ usage(FILE *f)
           "  --gateway_max_txn_ops N        most operations per txn branch (default 128, as etcd)\n"
           "  --gateway_watch_progress_interval S  progress replies to quiet watches (default 600)\n"
           "  --gateway_meta_sync BOOL       two flushes per commit (default true; false: one)\n"
+          "  --gateway_bootstrap_admin NAME make NAME the first administrator if it has no record\n"
+          "  --antietcd_cert, --antietcd_key  serve HTTPS; with use_perms client certificates\n"
+          "                                 (client_ca, osd_ca, mon_ca) decide who may do what\n"
           "  --log_level LEVEL              error, warn, info or debug\n\n");
   tc_config_print_help(f);
 }
@@ -80,7 +124,8 @@ main(int argc, char **argv)
   if (!s)
     goto fail;
   bool meta_sync = tc_config_bool(cfg, "gateway_meta_sync");
-  if (kvs_set_meta_sync(s, meta_sync) < 0 || !(l = leases_start(s)) || !(srv = kv_server_start(cfg, s, l)))
+  if (kvs_set_meta_sync(s, meta_sync) < 0 || bootstrap_admin(cfg, s) < 0 || !(l = leases_start(s)) ||
+      !(srv = kv_server_start(cfg, s, l)))
     goto fail;
   const char *scheme = kv_server_https(srv) ? "https" : "http";
   tc_info("KV API on %s://%s%s, store in %s at revision %lld", scheme, kv_server_address(srv),
