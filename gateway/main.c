@@ -16,6 +16,47 @@
 #include "log.h"
 #include "tc_config.h"
 
+struct bootstrap {
+  char key[400];
+  bool written;
+};
+
+static int
+bootstrap_fn(struct kvs_txn *tx, void *arg, struct kv_err *err)
+{
+  struct bootstrap *b = arg;
+  struct kv_rec cur;
+  int had = kvs_get(tx, (const uint8_t *) b->key, strlen(b->key), &cur, err);
+  if (had != 0)
+    return had < 0 ? -1 : 0;
+  static const char val[] = "{\"type\":\"admin\"}";
+  if (kvs_put(tx, (const uint8_t *) b->key, strlen(b->key), (const uint8_t *) val, sizeof val - 1, 0, err) < 0)
+    return -1;
+  b->written = true;
+  return 0;
+}
+
+/* gateway_bootstrap_admin: the first administrator, written straight into
+ * the embedded store before the API opens; an existing record is kept. */
+static int
+bootstrap_admin(struct tc_config *cfg, struct kvs *s)
+{
+  const char *name = tc_config_str(cfg, "gateway_bootstrap_admin");
+  if (!name)
+    return 0;
+  struct bootstrap b = { "", false };
+  if (!*name || strchr(name, '/') ||
+      (size_t) snprintf(b.key, sizeof b.key, "%s/config/user/%s", tc_config_str(cfg, "etcd_prefix"), name) >=
+      sizeof b.key)
+    return tc_error(EINVAL, "option gateway_bootstrap_admin: '%s' is not a user name", name);
+  struct kv_err err;
+  if (kvs_write(s, bootstrap_fn, NULL, &b, &err) < 0)
+    return tc_error(EIO, "option gateway_bootstrap_admin: writing %s: %s", b.key, err.msg);
+  if (b.written)
+    tc_info("%s = {\"type\":\"admin\"}: user %s is the first administrator", b.key, name);
+  return 0;
+}
+
 static void
 usage(FILE *f)
 {
@@ -33,6 +74,11 @@ usage(FILE *f)
           "  --gateway_meta_sync BOOL       two flushes per commit (default true; false: one)\n"
           "  --gateway_api_address HOST:PORT  where the admin HTTPS API listens (default 127.0.0.1:8379;\n"
           "                                 served when server_cert/server_pkey are set)\n"
+          "  --gateway_bootstrap_admin NAME make NAME the first administrator if it has no record\n"
+          "  --antietcd_cert, --antietcd_key  serve HTTPS; with use_perms client certificates\n"
+          "                                 (client_ca, osd_ca, mon_ca) decide who may do what\n"
+          "  --use_antietcd BOOL            serve the KV here (default true); false: only the monitor\n"
+          "                                 (and admin API) against etcd_address\n"
           "  --log_level LEVEL              error, warn, info or debug\n\n");
   tc_config_print_help(f);
 }
@@ -58,7 +104,7 @@ check_setup(struct tc_config *cfg, bool serve_kv)
     return tc_error(EINVAL, "option use_antietcd is false and gateway_monitor is false (and no admin API, "
                     "server_cert): this gateway would have nothing to run");
   static const char *const kv_only[] = { "antietcd_cert", "antietcd_key", "gateway_address", "gateway_data",
-                                         "gateway_store_size", "gateway_meta_sync", NULL };
+                                         "gateway_store_size", "gateway_meta_sync", "gateway_bootstrap_admin", NULL };
   for (const char *const *o = kv_only; *o; o++)
     if (tc_config_given(cfg, *o))
       return tc_error(EINVAL, "option %s is set but use_antietcd is false: this gateway serves no KV", *o);
@@ -125,7 +171,8 @@ main(int argc, char **argv)
   if (serve_kv) {
     if (!(s = kvs_open(tc_config_str(cfg, "gateway_data"), tc_config_int(cfg, "gateway_store_size"))))
       goto fail;
-    if (kvs_set_meta_sync(s, meta_sync) < 0 || !(l = leases_start(s)) || !(srv = kv_server_start(cfg, s, l)))
+    if (kvs_set_meta_sync(s, meta_sync) < 0 || bootstrap_admin(cfg, s) < 0 || !(l = leases_start(s)) ||
+        !(srv = kv_server_start(cfg, s, l)))
       goto fail;
     tc_info("KV API on %s://%s%s, store in %s at revision %lld", kv_server_https(srv) ? "https" : "http",
             kv_server_address(srv), tc_config_bool(cfg, "use_perms") ? " (use_perms: client certificates required)" : "",
