@@ -26,7 +26,7 @@ EXTRA_CONF=", \"use_perms\": true, \"osd_ca\": \"$P/osd_ca.crt\", \"client_ca\":
  \"osd_cert\": \"$P/osd_ca.crt\", \"osd_pkey\": \"$P/osd_ca.key\", \"cert\": \"$P/admin.crt\", \"pkey\": \"$P/admin.key\",
  \"antietcd_cert\": \"$P/antietcd.crt\", \"antietcd_key\": \"$P/antietcd.key\", \"etcd_ca\": \"$P/antietcd.crt\",
  \"server_cert\": \"$P/antietcd.crt\", \"server_pkey\": \"$P/antietcd.key\", \"gateway_api_address\": \"127.0.0.1:$api\",
- \"api_ca\": \"$P/antietcd.crt\"" write_conf
+ \"api_ca\": \"$P/antietcd.crt\", \"etcd_quick_timeout\": 5000, \"etcd_slow_timeout\": 30000" write_conf
 KVC=(--cacert "$P/antietcd.crt" --cert "$P/admin.crt" --key "$P/admin.key")
 kv_put () {
   curl -sf "${KVC[@]}" -X POST "$KV_URL/v3/kv/put" \

@@ -23,7 +23,8 @@ export TROMCHO_CONFIG=$TESTDIR/empty.conf
 
 # The settings every process of a setup shares (the seed's vitastor.conf).
 base="\"use_perms\": true, \"etcd_ca\": \"$P/antietcd.crt\", \"osd_ca\": \"$P/osd_ca.crt\",
-  \"client_ca\": \"$P/client_ca.crt\", \"mon_ca\": \"$P/mon_ca.crt\", \"log_level\": \"info\", \"etcd_mon_ttl\": 2"
+  \"client_ca\": \"$P/client_ca.crt\", \"mon_ca\": \"$P/mon_ca.crt\", \"log_level\": \"info\", \"etcd_mon_ttl\": 2,
+  \"etcd_quick_timeout\": 5000, \"etcd_slow_timeout\": 30000"
 # The filtering gateway's own: its TLS certificate.
 kvgw="$base, \"use_antietcd\": true, \"antietcd_cert\": \"$P/antietcd.crt\", \"antietcd_key\": \"$P/antietcd.key\""
 mon="\"mon_etcd_client_cert\": \"$P/mon_ca.crt\", \"mon_etcd_client_key\": \"$P/mon_ca.key\""
@@ -67,9 +68,10 @@ bootstrap () {
 }
 fake_osd () {
   "$FAKE_OSD" --id "$2" --host "h$2" --etcd_address "$1" --etcd_ca "$P/antietcd.crt" \
-    --etcd_client_cert "$P/osd_ca.crt" --etcd_client_key "$P/osd_ca.key" --etcd_keepalive_timeout 3 \
-    >>"$TESTDIR/osd$2.log" 2>&1 &
+    --etcd_client_cert "$P/osd_ca.crt" --etcd_client_key "$P/osd_ca.key" --etcd_keepalive_timeout 10 \
+    --etcd_quick_timeout 5000 --etcd_slow_timeout 30000 >>"$TESTDIR/osd$2.log" 2>&1 &
   cleanup_fn "stop_pid $!"
+  OSDPID=$!
 }
 # placed URL OSD: /pg/config places pool 1's 4 PGs on that OSD.
 placed () {
@@ -96,7 +98,8 @@ A=$URL
 put_as admin "$A" /config/pools '{"1": {"name": "p1", "pg_count": 4, "pg_size": 1, "pg_minsize": 1}}' | grep -q revision ||
   fail "(a): admin writes /config/pools"
 fake_osd "$A" 1
-WAIT_SECS=30 wait_for placed "$A" 1 || { tail "$TESTDIR/a/log"; fail "(a): the embedded monitor placed no PGs"; }
+kill -0 $OSDPID || fail "(a): fake-osd exited: $(cat "$TESTDIR/osd1.log")"
+WAIT_SECS=30 wait_for placed "$A" 1 || { tail "$TESTDIR/a/log" "$TESTDIR/osd1.log"; fail "(a): the embedded monitor placed no PGs"; }
 filtered "$A" "(a)"
 echo "(a) embedded KV and monitor: ok"
 
@@ -122,7 +125,8 @@ expect_fail 'needs mon_etcd_client_cert' tromcho-gateway --config "$TESTDIR/nomo
 tromcho-gateway --config "$TESTDIR/mon.conf" >"$TESTDIR/mon.log" 2>&1 &
 MONPID=$!
 cleanup_fn "stop_pid $MONPID"
-WAIT_SECS=30 wait_for placed "$C" 2 || { tail "$TESTDIR/mon.log" "$TESTDIR/c/log"; fail "(c): the separate monitor placed no PGs"; }
+kill -0 $OSDPID || fail "(c): fake-osd exited: $(cat "$TESTDIR/osd2.log")"
+WAIT_SECS=30 wait_for placed "$C" 2 || { tail "$TESTDIR/mon.log" "$TESTDIR/c/log" "$TESTDIR/osd2.log"; fail "(c): the separate monitor placed no PGs"; }
 kill -0 $MONPID || fail "(c): the monitor exited"
 grep -q 'no KV API here' "$TESTDIR/mon.log" || fail "(c): the monitor's gateway says nothing of its setup"
 ! grep -qi 'listening\|KV API on' "$TESTDIR/mon.log" || fail "(c): the monitor's gateway serves a KV"
