@@ -4,7 +4,10 @@
  * distinct keys with VALUE-byte values, get reads them back; with several
  * servers, rounds alternate between them so all see the same background load.
  *
- *   kv-bench NAME=URL [NAME=URL]... [--ops N] [--conns 1,16] [--value B] [--rounds R] */
+ *   kv-bench NAME=URL [NAME=URL]... [--ops N] [--conns 1,16] [--value B] [--rounds R]
+ *            [--cacert F --cert F --key F] [--key-format FMT] [--value-format FMT]
+ * --key-format and --value-format are printf formats of the op's index + 1
+ * (one %d): e.g. the image records of bench/kv.sh's use_perms rows. */
 #include <config.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -15,6 +18,8 @@
 #include <curl/curl.h>
 
 static int value_size = 100;
+/* Options shared by every worker (set before any starts). */
+static const char *tls_ca, *tls_cert, *tls_key, *key_format, *value_format;
 
 static double
 now(void)
@@ -63,6 +68,9 @@ struct job {
   int failed;
 };
 
+/* The formats come from the command line, by design. */
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+
 static void *
 worker(void *arg)
 {
@@ -81,9 +89,23 @@ worker(void *arg)
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
   curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+  if (tls_ca)
+    curl_easy_setopt(h, CURLOPT_CAINFO, tls_ca);
+  if (tls_cert)
+    curl_easy_setopt(h, CURLOPT_SSLCERT, tls_cert);
+  if (tls_key)
+    curl_easy_setopt(h, CURLOPT_SSLKEY, tls_key);
   for (int i = 0; i < j->count; i++) {
-    snprintf(key, sizeof key, "/bench/%d/%08d", j->prefix, j->first + i);
+    if (key_format)
+      snprintf(key, sizeof key, key_format, j->first + i + 1);
+    else
+      snprintf(key, sizeof key, "/bench/%d/%08d", j->prefix, j->first + i);
     b64((const unsigned char *) key, strlen(key), kb);
+    if (value_format) {
+      char text[512];
+      snprintf(text, sizeof text, value_format, j->first + i + 1);
+      b64((const unsigned char *) text, strlen(text), vb);
+    }
     if (strcmp(j->op, "put") == 0)
       snprintf(body, (size_t) value_size * 2 + 256, "{\"key\":\"%s\",\"value\":\"%s\"}", kb, vb);
     else
@@ -127,6 +149,11 @@ main(int argc, char **argv)
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--value") && i + 1 < argc) value_size = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--conns") && i + 1 < argc) snprintf(conns_list, sizeof conns_list, "%s", argv[++i]);
+    else if (!strcmp(argv[i], "--cacert") && i + 1 < argc) tls_ca = argv[++i];
+    else if (!strcmp(argv[i], "--cert") && i + 1 < argc) tls_cert = argv[++i];
+    else if (!strcmp(argv[i], "--key") && i + 1 < argc) tls_key = argv[++i];
+    else if (!strcmp(argv[i], "--key-format") && i + 1 < argc) key_format = argv[++i];
+    else if (!strcmp(argv[i], "--value-format") && i + 1 < argc) value_format = argv[++i];
     else if (strchr(argv[i], '=') && nserv < 8) {
       char *eq = strchr(argv[i], '=');
       *eq = 0;
@@ -137,6 +164,9 @@ main(int argc, char **argv)
       return 1;
     }
   }
+  /* a formatted value is at most 511 bytes: room for its base64 */
+  if (value_format && value_size < 512)
+    value_size = 512;
   if (!nserv || ops <= 0 || rounds <= 0 || value_size <= 0) {
     fprintf(stderr, "usage: kv-bench NAME=URL... [--ops N] [--conns 1,16] [--value B] [--rounds R]\n");
     return 1;

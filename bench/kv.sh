@@ -3,11 +3,13 @@
 # with the same client and load (bench/kv-bench.py). Prints a table.
 #
 #   bench/kv.sh [OPS] [CONNS]        defaults: 10000 ops, 1,16 connections
+#   bench/kv.sh --perms [OPS] [CONNS] [IMAGES]   the use_perms filter's cost (bench/kv-perms.sh)
 # The C client (bench/kv-bench, built with the tree) drives the load;
 # KV_BENCH_PYTHON=1 also runs the python3 one (kv-bench.py).
 # Needs a built tree (gateway/tromcho-gateway) and etcd on PATH.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+if [ "${1:-}" = --perms ]; then shift; exec "$here/kv-perms.sh" "$@"; fi
 top=${top_builddir:-$(cd "$here/.." && pwd)}
 ops=${1:-10000}
 conns=${2:-1,16}
