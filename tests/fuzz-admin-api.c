@@ -233,6 +233,7 @@ main(int argc, char **argv)
   if (ncorpus < 0)
     return 1;
   /* Deterministic mutations of the seeds: bit flips, byte changes, cuts. */
+  static const char alphabet[] = "{}[]\":,0123456789-.e\\u@ ntrufalsx\xff";
   uint64_t x = 0x9E3779B97F4A7C15ull;
   unsigned runs = 200000;
   for (unsigned k = 0; k < runs; k++) {
@@ -252,7 +253,7 @@ main(int argc, char **argv)
       if (x % 3 == 0)
         b[at] ^= (uint8_t) (1u << (x >> 3) % 8);
       else
-        b[at] = "{}[]\":,0123456789-.e\\u@ ntrufalsx\xff\x00"[(x >> 16) % 38];
+        b[at] = alphabet[(x >> 16) % (sizeof alphabet - 1)];
     }
     if (x % 13 == 0 && size > 1)
       size = 1 + (x >> 20) % (size - 1);

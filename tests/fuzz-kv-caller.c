@@ -335,6 +335,7 @@ main(int argc, char **argv)
   int ncorpus = fuzz_replay_corpus("kv-caller");
   if (ncorpus < 0)
     return 1;
+  static const char alphabet[] = "{}[]\":,0123456789AQLw=-\\ trufalse";
   uint64_t x = 0x9E3779B97F4A7C15ull;
   unsigned runs = 0;
   time_t until = time(NULL) + 10;
@@ -355,7 +356,7 @@ main(int argc, char **argv)
       x ^= x << 17;
       size_t at = 2 + (x >> 8) % (size - 2 ? size - 2 : 1);
       if (at < size)
-        b[at] = "{}[]\":,0123456789AQLw=-\\ trufalse"[(x >> 16) % 33];
+        b[at] = alphabet[(x >> 16) % (sizeof alphabet - 1)];
     }
     LLVMFuzzerTestOneInput(b, size);
     free(b);
