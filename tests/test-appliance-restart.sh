@@ -26,7 +26,7 @@ restarted () { [ "$(grep -c "osd2 (pid [0-9]*) exited" "$LOG")" = "$1" ]; }
 # fio writes 96 MiB at random with a checksum in every block, then reads it
 # all back and verifies; any I/O error or bad block fails it.
 fio --name=verify --ioengine=nbd --uri="$URI" --rw=randwrite --bs=64k --iodepth=8 \
-    --size=96M --verify=crc32c --do_verify=1 --verify_fatal=1 \
+    --size=96M --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_state_save=0 \
     --output="$TESTDIR/fio.out" >/dev/null 2>"$TESTDIR/fio.err" &
 FIO=$!
 cleanup_fn "kill $FIO 2>/dev/null || true"
