@@ -10,7 +10,9 @@
 # owns /var/lib/tromcho, systemd-analyze verify passes on every unit; the
 # gateway, three OSDs and one nbdkit per tenant run from their systemd units
 # with their sandboxing; the host writes and reads an encrypted image through
-# NBD; an OSD killed with -9 is restarted by systemd; tromcho-fuse@ mounts.
+# NBD; an OSD killed with -9 is restarted by systemd; tromcho-fuse@ mounts;
+# the same root, imported into podman with container/entrypoint, serves a
+# tenant's images from a mounted config folder.
 set -euo pipefail
 DEBS=$(cd "$1" && pwd)
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +30,8 @@ cleanup () {
     for _ in $(seq 100); do kill -0 "$NSPAWN" 2>/dev/null || break; sleep 0.2; done
     kill -9 "$NSPAWN" 2>/dev/null || true
   fi
+  [ -z "${CTR:-}" ] || "${PODMAN[@]}" rm -f "$CTR" >/dev/null 2>&1 || true
+  [ -z "${IMAGE:-}" ] || "${PODMAN[@]}" rmi -f "$IMAGE" >/dev/null 2>&1 || true
   rm -rf "$W"
 }
 trap cleanup EXIT
@@ -53,6 +57,16 @@ log "apt-get install the packages in a fresh Debian 12 root"
 nspawn --pipe --bind=/var/cache/apt/archives sh -c \
   'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends /debs/*.deb' \
   >"$W/install.log" 2>&1 || { tail -30 "$W/install.log"; fail "installing the packages"; }
+
+# The container image: this root with the packages, and container/entrypoint.
+# Podman runs here only with runc (crun refuses this machine's hybrid
+# cgroup v1/v2 layout), cgroupfs (no systemd on the host) and rlimits at or
+# below the host's (no CAP_SYS_RESOURCE to raise RLIMIT_NPROC).
+IMAGE=localhost/tromcho-nbdkit-test:$$
+PODMAN=(podman --runtime runc --cgroup-manager=cgroupfs)
+CTR=
+log "container image $IMAGE (podman import of the root)"
+"$top/container/build-image" "$ROOT" "$IMAGE" || fail "container/build-image"
 
 log "boot the root with systemd (systemd-nspawn)"
 nspawn -b --console=pipe --bind=/dev/fuse >"$W/boot.log" 2>&1 &
@@ -152,5 +166,22 @@ else
   in_root journalctl -u tromcho-fuse@mnt-tromcho --no-pager | tail
   fail "start tromcho-fuse@mnt-tromcho"
 fi
+log "the nbdkit container serves the tenant's images (podman)"
+mkdir -p "$W/tenant"
+cp "$ROOT"/etc/tromcho/certs/* "$W/tenant/"
+sed 's#/etc/tromcho/certs/#/etc/tromcho/tenant/#g' "$ROOT/etc/tromcho/tromcho.conf" > "$W/tenant/tromcho.conf"
+CPORT=$(free_port)
+CTR=$("${PODMAN[@]}" run -d --network=host --ulimit nofile=20000:20000 --ulimit nproc=4096:4096 \
+  -v "$W/tenant:/etc/tromcho/tenant:ro" -e NBD_PORT="$CPORT" -e NBD_LISTEN=127.0.0.1 "$IMAGE") ||
+  fail "podman run"
+CURI=nbd://127.0.0.1:$CPORT/demo
+for _ in $(seq 150); do nbdinfo --size "$CURI" >/dev/null 2>&1 && break; sleep 0.2; done
+[ "$(nbdinfo --size "$CURI" 2>/dev/null)" = $((256 << 20)) ] || { "${PODMAN[@]}" logs "$CTR"; fail "the container serves no demo"; }
+nbdinfo --list "nbd://127.0.0.1:$CPORT" | grep -q 'export="demo"' || fail "the container's export list"
+head -c 8M /dev/urandom > "$W/data2"
+nbdcopy "$W/data2" "$CURI" || fail "nbdcopy into the container"
+nbdcopy "$URI" "$W/back" && cmp -n $((8 << 20)) "$W/back" "$W/data2" || fail "the units' nbdkit does not see the container's writes"
+"${PODMAN[@]}" rm -f "$CTR" >/dev/null; CTR=
+
 in_root systemctl stop nbdkit-tromcho@demo tromcho-osd@1 tromcho-osd@2 tromcho-osd@3 tromcho-gateway
 echo "packages-test: ok"
