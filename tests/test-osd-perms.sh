@@ -9,7 +9,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/osd-functions.sh"
-requires tromcho tromcho-osd curl python3 "$OSD_CLIENT"
+requires tromcho tromcho-osd curl python3 certtool "$OSD_CLIENT"
 
 C=$TESTDIR/certs
 tromcho make-certs --dir "$C" >/dev/null || fail "make-certs"
@@ -111,6 +111,17 @@ grep -q "SEC_WRITE from .* refused: pg 1/0 is locked by another primary" "$TESTD
 allowed osd SEC_READ --inode $A --offset 0 --len 4096
 # An OSD is no client: it may not READ through the client operations.
 refused osd READ --inode $A --offset 0 --len 4096
+# A certificate made to serve (serverAuth only, CN=localhost: an NBD server
+# certificate of the old make-certs, signed by client_ca) is no user.
+printf '%s\n' 'cn = "localhost"' tls_www_server signing_key 'expiration_days = 30' >"$TESTDIR/nbdsrv.tmpl"
+certtool --generate-privkey --key-type ecdsa --outfile "$TESTDIR/nbdsrv.key" 2>/dev/null &&
+  certtool --generate-certificate --load-privkey "$TESTDIR/nbdsrv.key" --load-ca-certificate "$C/client_ca.crt" \
+    --load-ca-privkey "$C/client_ca.key" --template "$TESTDIR/nbdsrv.tmpl" --outfile "$TESTDIR/nbdsrv.crt" 2>/dev/null ||
+  fail "certtool: NBD server certificate"
+out=$(osd_client --osd_ca "$C/osd_ca.crt" --cert "$TESTDIR/nbdsrv.crt" --pkey "$TESTDIR/nbdsrv.key" raw PING --port $P 2>&1) &&
+  fail "the OSD accepted a serverAuth-only certificate as a client: $out"
+grep -q "CN=localhost.*lacks clientAuth" "$TESTDIR/osd1.log" ||
+  fail "no log line for the certificate's purpose: $(grep -i localhost "$TESTDIR/osd1.log" | tail -n 2)"
 # Anonymous callers may do nothing at all: refused at the handshake.
 for op in PING SYNC SHOW_CONFIG READ; do
   out=$(as anon raw $op --inode $A --offset 0 --len 4096 --port $P 2>&1) && fail "anon $op: not refused: $out"

@@ -68,6 +68,19 @@ tc_msgr_new(struct tc_evloop *loop, const struct tc_msgr_opts *o)
     goto fail;
   if (o->mon_ca && !(m->hs.mon_ca = tc_cert_trust_load(o->mon_ca)))
     goto fail;
+  /* Roles come from the CA a chain verifies against: two options naming
+   * one CA would give every holder of the one the role of the other. */
+  struct { const struct tc_cert_trust *t; const char *opt, *file; } cas[] = {
+    { m->hs.osd_ca, "osd_ca", o->osd_ca }, { m->hs.mon_ca, "mon_ca", o->mon_ca },
+    { m->hs.client_ca, "client_ca", o->client_ca },
+  };
+  for (int i = 0; i < 3; i++)
+    for (int j = i + 1; j < 3; j++)
+      if (cas[i].t && cas[j].t && tc_cert_trust_overlap(cas[i].t, cas[j].t)) {
+        tc_error(EINVAL, "tc_msgr_new: %s (%s) and %s (%s) name the same CA: every certificate of one "
+                 "would be taken for the other", cas[i].opt, cas[i].file, cas[j].opt, cas[j].file);
+        goto fail;
+      }
   m->max_ops = o->max_inflight_ops ? o->max_inflight_ops : 256;
   m->max_bytes = o->max_inflight_bytes ? o->max_inflight_bytes : 64 << 20;
   m->max_frame = o->max_frame ? o->max_frame : 64 << 20;
