@@ -6,10 +6,11 @@
  *                               and DIR/tromcho.conf with all the paths
  *   make-certs user NAME --dir DIR [--admin]
  *                               a user certificate CN=NAME signed by client_ca
- *   make-certs nbd --dir DIR [--host H] [--user NAME]
- *                               TLS for the NBD hop (nbdkit --tls): DIR/nbd-server/
- *                               and DIR/nbd-client-NAME/ in nbdkit's and
- *                               libnbd's file layout, both trusting client_ca
+ *   make-certs nbd --dir DIR [--tenant T] [--user NAME] [--host H]
+ *                               TLS for the NBD hop (nbdkit --tls): a CA per
+ *                               tenant (T defaults to NAME, NAME to admin),
+ *                               DIR/nbd-server-T/ and DIR/nbd-client-T/ in
+ *                               nbdkit's and libnbd's file layout (see make_nbd)
  *
  * An existing CA is kept unless --force: replacing it would orphan every
  * certificate it signed. */
