@@ -8,11 +8,17 @@
 . "${top_srcdir:-..}/tests/functions.sh"
 shopt -s nullglob
 bins=()
-for t in "${top_builddir:-..}"/tests/fuzz/fuzz-* "${top_builddir:-..}"/tests/fuzz-*; do
+for t in "${top_builddir:-..}"/tests/fuzz/fuzz-*; do
   case ${t##*/} in (*.*) continue;; esac
   [ -x "$t" ] && [ -f "$t" ] && bins+=("$t")
 done
 [ ${#bins[@]} -gt 0 ] || skip no-fuzzing "no fuzz targets built (./configure --enable-fuzzing CC=clang)"
+# A fuzzing build: the older targets in tests/ are libFuzzer binaries too
+# (elsewhere they are unit tests of their own).
+for t in "${top_builddir:-..}"/tests/fuzz-*; do
+  case ${t##*/} in (*.*) continue;; esac
+  [ -x "$t" ] && [ -f "$t" ] && bins+=("$t")
+done
 for b in "${bins[@]}"; do
   name=${b##*/fuzz-}
   corpus=
