@@ -12,7 +12,8 @@ static const struct tc_command commands[] = {
   { "cpubench", cmd_cpubench, "cpubench [--seconds S] [--json]   transport and image encryption speed of this CPU" },
   { "make-certs", cmd_make_certs, "make-certs --dir DIR [--days N] [--key-type ecdsa|ed25519|rsa] [--force]\n"
     "  make-certs user NAME [--admin] --dir DIR      CAs, OSD/gateway/admin certificates and tromcho.conf; user certificates\n"
-    "  make-certs nbd --dir DIR [--host H] [--user U] TLS for the NBD hop: DIR/nbd-server/, DIR/nbd-client-U/" },
+    "  make-certs nbd --dir DIR [--tenant T] [--user U] [--host H]  TLS for the NBD hop, a CA per tenant (T defaults to U, U to admin):\n"
+    "                  DIR/nbd-ca-T.crt, DIR/nbd-server-T/, DIR/nbd-client-T/" },
   { "selftest", cmd_selftest, "selftest                          crypto known-answer self-test" },
   { "pool-create", cmd_pool_create, "pool-create NAME --pg-size N --pg-count N [--pg-minsize N] [--block-size 128k] [--creator-group G] [--failure-domain host|osd]" },
   { "pool-ls", cmd_pool_ls, "pool-ls [--json]                  pools with their PG counts and state" },

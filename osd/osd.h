@@ -57,6 +57,9 @@ struct osd_req {
 /* Decode hdr + payload (hdr->len bytes). block_size: the store's object size.
  * Returns 0, or -EINVAL / -ENOTSUP with a reason in err. Never reads past
  * payload[hdr->len). */
+/* The largest payload a request with this opcode may carry on an OSD of
+ * this block size (osd_limits.c); 0 for operations without payload. */
+uint32_t osd_request_max_payload(uint16_t opcode, uint32_t block_size);
 int osd_req_decode(const struct tc_frame_hdr *hdr, const void *payload, uint32_t block_size,
                    struct osd_req *r, char *err, size_t errlen);
 

@@ -143,6 +143,14 @@ on_tick(struct tc_evloop *loop, void *arg)
     tc_err("osd %" PRIu64 ": cannot schedule the next tick: %s", o->osd_num, tc_last_error());
 }
 
+/* The messenger's per-operation frame limit: the protocol's maximum. */
+static uint32_t
+request_limit(const struct tc_frame_hdr *h, void *arg)
+{
+  const struct osd *o = arg;
+  return osd_request_max_payload(h->opcode, o->info.block_size);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -241,6 +249,11 @@ main(int argc, char **argv)
     goto out;
   }
   tc_msgr_set_callbacks(o->msgr, osd_on_request, osd_on_conn, o);
+  tc_msgr_set_request_limit(o->msgr, request_limit, o);
+  /* With use_perms every peer proves who it is: anonymous ones are refused
+   * at the handshake, before they can hold a byte of the OSD's memory. */
+  if (o->use_perms)
+    tc_msgr_set_allowed_roles(o->msgr, TC_ROLES_ALL & ~TC_ROLE_BIT(TC_ROLE_ANON));
   if (tc_msgr_listen(o->msgr, o->addr, (int) tc_config_int(cfg, "osd_port")) < 0) {
     fprintf(stderr, "tromcho-osd: listening on %s: %s\n", o->addr, tc_last_error());
     goto out;

@@ -51,6 +51,13 @@ const struct tc_opt_def tc_options[] = {
   { "msgr_max_inflight_ops", TC_OPT_INT, "256", "operations in flight per connection before senders wait" },
   { "msgr_max_inflight_bytes", TC_OPT_INT, "67108864", "bytes in flight per connection before senders wait" },
   { "handshake_timeout", TC_OPT_INT, "10", "seconds a handshake may take" },
+  /* limits against hostile peers (a server's accepted connections, DESIGN.md section 5) */
+  { "msgr_max_conns", TC_OPT_INT, "1024", "accepted connections at most (more are closed at once)" },
+  { "msgr_max_conns_per_addr", TC_OPT_INT, "64", "accepted connections at most from one source address" },
+  { "msgr_conn_budget", TC_OPT_INT, "16M", "request payload bytes one connection may hold (receiving or unanswered) before reading pauses" },
+  { "msgr_process_budget", TC_OPT_INT, "256M", "request payload bytes all connections together may hold before reading pauses" },
+  { "msgr_frame_timeout", TC_OPT_INT, "30", "seconds a half-received frame may stall before the connection is closed" },
+  { "msgr_idle_timeout", TC_OPT_INT, "600", "seconds a client (non-OSD) connection with nothing in flight may stay silent before it is closed" },
   /* cluster client */
   { "client_op_timeout", TC_OPT_INT, "120", "cluster client: seconds an operation keeps retrying (OSD lost, PG moving) before it fails" },
   { "client_retry_interval", TC_OPT_INT, "100", "cluster client: ms between retries of an operation that waits for an OSD or a new map" },
