@@ -7,6 +7,7 @@
 #include <string.h>
 #include "error.h"
 #include "image.h"
+#include "sector_lock.h"
 
 #define SECTOR TC_SECTOR
 
@@ -25,12 +26,6 @@ struct layer {
   struct xts_pool xts;
 };
 
-/* A range of sectors some writer holds. */
-struct range_lock {
-  uint64_t start, end;
-  struct range_lock *next;
-};
-
 struct tc_image {
   struct tc_objstore os;
   uint32_t block_size;
@@ -38,9 +33,8 @@ struct tc_image {
   bool readonly;
   int nlayers;
   struct layer *layers;
-  pthread_mutex_t lock;     /* protects size and the held ranges */
-  pthread_cond_t released;
-  struct range_lock *held;
+  pthread_mutex_t lock;     /* protects size and ro_why */
+  struct tc_sector_locks *locks;   /* shared by every handle of the image */
   char ro_why[200];          /* why it became read-only while open */
   void (*close_fn)(void *arg, struct tc_image *img);
   void *close_arg;
@@ -290,46 +284,6 @@ out:
   return r;
 }
 
-/* --- sector range locks held by writers --- */
-
-static int
-range_lock(struct tc_image *img, uint64_t start, uint64_t end)
-{
-  struct range_lock *rl = malloc(sizeof *rl);
-  if (!rl)
-    return tc_error(ENOMEM, "image: out of memory");
-  rl->start = start;
-  rl->end = end;
-  pthread_mutex_lock(&img->lock);
-  for (;;) {
-    bool busy = false;
-    for (struct range_lock *h = img->held; h && !busy; h = h->next)
-      busy = h->start < end && start < h->end;
-    if (!busy)
-      break;
-    pthread_cond_wait(&img->released, &img->lock);
-  }
-  rl->next = img->held;
-  img->held = rl;
-  pthread_mutex_unlock(&img->lock);
-  return 0;
-}
-
-static void
-range_unlock(struct tc_image *img, uint64_t start, uint64_t end)
-{
-  pthread_mutex_lock(&img->lock);
-  for (struct range_lock **p = &img->held; *p; p = &(*p)->next)
-    if ((*p)->start == start && (*p)->end == end) {
-      struct range_lock *rl = *p;
-      *p = rl->next;
-      free(rl);
-      break;
-    }
-  pthread_cond_broadcast(&img->released);
-  pthread_mutex_unlock(&img->lock);
-}
-
 /* --- public API --- */
 
 struct tc_image *
@@ -352,7 +306,10 @@ tc_image_new(const struct tc_objstore *os, uint32_t block_size, uint64_t size,
   img->size = size;
   img->readonly = readonly;
   pthread_mutex_init(&img->lock, NULL);
-  pthread_cond_init(&img->released, NULL);
+  if (!readonly && !(img->locks = tc_sector_locks_get(os->ctx, layers[0].inode))) {
+    tc_image_free(img);
+    return NULL;
+  }
   for (int i = 0; i < nlayers; i++) {
     struct layer *l = &img->layers[i];
     l->inode = layers[i].inode;
@@ -383,8 +340,8 @@ tc_image_free(struct tc_image *img)
   for (int i = 0; i < img->nlayers; i++)
     xts_pool_destroy(&img->layers[i].xts);
   free(img->layers);
+  tc_sector_locks_put(img->locks);
   pthread_mutex_destroy(&img->lock);
-  pthread_cond_destroy(&img->released);
   free(img);
 }
 
@@ -500,10 +457,10 @@ tc_image_write(struct tc_image *img, const void *buf, uint64_t len, uint64_t off
   if (len == 0)
     return 0;
   uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
-  if (range_lock(img, a0, a1) < 0)
-    return -1;
+  struct tc_sector_range held;
+  tc_sector_lock(img->locks, &held, a0, a1);
   int r = write_locked(img, buf, len, off);
-  range_unlock(img, a0, a1);
+  tc_sector_unlock(img->locks, &held);
   return r;
 }
 
@@ -552,8 +509,8 @@ tc_image_zero(struct tc_image *img, uint64_t len, uint64_t off, bool may_trim)
   uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
   /* The whole sectors inside the range, and the partial ends. */
   uint64_t w0 = (off + SECTOR - 1) / SECTOR * SECTOR, w1 = (off + len) / SECTOR * SECTOR;
-  if (range_lock(img, a0, a1) < 0)
-    return -1;
+  struct tc_sector_range held;
+  tc_sector_lock(img->locks, &held, a0, a1);
   int r = 0;
   if (w0 >= w1)   /* inside one sector, or two partial ones */
     r = write_locked(img, NULL, len, off);
@@ -565,7 +522,7 @@ tc_image_zero(struct tc_image *img, uint64_t len, uint64_t off, bool may_trim)
     if (r == 0 && w1 < off + len)
       r = write_locked(img, NULL, off + len - w1, w1);
   }
-  range_unlock(img, a0, a1);
+  tc_sector_unlock(img->locks, &held);
   return r;
 }
 
