@@ -129,7 +129,7 @@ tromcho_dump_plugin(void)
   printf("\n");
   printf("tromcho_xts=gnutls\n");
   printf("tromcho_multi_conn=yes\n");
-  printf("tromcho_block_size=4096/4096/33554432\n");
+  printf("tromcho_block_size=1/4096/33554432\n");
 }
 
 /* Threads must start after nbdkit daemonizes. */
@@ -240,7 +240,8 @@ static int
 tromcho_can_multi_conn(void *handle)
 {
   /* Flush is cluster-wide: it makes every write acknowledged to any
-   * connection durable on the OSDs. */
+   * connection durable on the OSDs; and the connections share one sector
+   * lock per image, so their partial-sector writes never undo each other. */
   return 1;
 }
 
@@ -260,10 +261,9 @@ tromcho_can_fast_zero(void *handle)
 static int
 tromcho_block_size(void *handle, uint32_t *minimum, uint32_t *preferred, uint32_t *maximum)
 {
-  /* Sub-sector writes are a read-modify-write, safe across the connections
-   * of this process (one sector lock per image) but not yet against another
-   * process writing the same sector: ask clients for whole sectors. */
-  *minimum = 4096;
+  /* Any byte range works: partial sectors are serialised by one sector
+   * lock per image in this process and by the OSD across processes. */
+  *minimum = 1;
   *preferred = 4096;  /* the encryption sector */
   *maximum = 32 * 1024 * 1024;
   return 0;

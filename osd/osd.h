@@ -32,6 +32,7 @@ struct osd_req {
   uint64_t bitmap;          /* SEC_WRITE_STABLE */
   const uint8_t *data;      /* WRITE/SEC_WRITE/SEC_WRITE_STABLE payload data */
   uint64_t claim_osd;       /* SHOW_CONFIG: the OSD the caller claims to be (0: none) */
+  struct tc_osd_write_if cond;   /* WRITE_IF: what the sector must still hold */
 };
 
 /* Decode hdr + payload (hdr->len bytes). block_size: the store's object size.
@@ -222,6 +223,11 @@ void osd_primary_write(struct osd *o, struct osd_client *cl, const struct tc_fra
 void osd_primary_read(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
                       const struct osd_req *r);
 void osd_primary_sync(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr);
+
+/* osd_partial.c: WRITE_PARTIAL and WRITE_IF, turned into a WRITE of whole
+ * sectors after reading and checking the stored ones in the same turn. */
+void osd_primary_write_partial(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
+                               const struct osd_req *r, void *payload);
 void osd_pg_op_done(struct osd *o, struct osd_pg *pg);
 
 /* osd_peering.c */

@@ -74,6 +74,25 @@ osd_req_decode(const struct tc_frame_hdr *hdr, const void *payload, uint32_t blo
         return bad(err, errlen, -EINVAL, "%s: version 0", name);
     }
     return check_range(r, block_size, err, errlen);
+  case TC_OP_WRITE_PARTIAL:
+    r->len = hdr->len;
+    r->data = p;
+    if (r->len == 0 || r->len > TC_OSD_MAX_OP_BYTES)
+      return bad(err, errlen, -EINVAL, "%s: length %" PRIu32 " is not 1..%u", name, r->len, TC_OSD_MAX_OP_BYTES);
+    if (r->offset > UINT64_MAX - r->len || r->offset / block_size != (r->offset + r->len - 1) / block_size)
+      return bad(err, errlen, -EINVAL, "%s: offset %" PRIu64 " length %" PRIu32 " crosses an object boundary (%" PRIu32 ")",
+                 name, r->offset, r->len, block_size);
+    return 0;
+  case TC_OP_WRITE_IF:
+    if (hdr->len != sizeof r->cond + 4096)
+      return bad(err, errlen, -EINVAL, "%s: payload must be %zu + 4096 bytes, not %" PRIu32, name, sizeof r->cond,
+                 hdr->len);
+    memcpy(&r->cond, p, sizeof r->cond);
+    if (r->cond.present > 1)
+      return bad(err, errlen, -EINVAL, "%s: 'present' is %" PRIu64 ", not 0 or 1", name, (uint64_t) r->cond.present);
+    r->data = p + sizeof r->cond;
+    r->len = 4096;
+    return check_range(r, block_size, err, errlen);
   case TC_OP_SEC_DELETE:
     if (hdr->len != 8)
       return bad(err, errlen, -EINVAL, "%s: payload must be the 8-byte length, not %" PRIu32 " bytes", name, hdr->len);

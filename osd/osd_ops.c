@@ -406,7 +406,7 @@ osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *pay
     return;
   }
   if (r.op == TC_OP_READ || r.op == TC_OP_WRITE || r.op == TC_OP_DELETE || r.op == TC_OP_SYNC ||
-      r.op == TC_OP_SCRUB) {
+      r.op == TC_OP_SCRUB || r.op == TC_OP_WRITE_PARTIAL || r.op == TC_OP_WRITE_IF) {
     struct osd_client *cl = osd_client_get(c);
     if (!cl) {
       free(payload);
@@ -415,6 +415,8 @@ osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *pay
     }
     if (r.op == TC_OP_WRITE || r.op == TC_OP_DELETE)
       osd_primary_write(o, cl, hdr, &r, payload);
+    else if (r.op == TC_OP_WRITE_PARTIAL || r.op == TC_OP_WRITE_IF)
+      osd_primary_write_partial(o, cl, hdr, &r, payload);
     else {
       free(payload);
       if (r.op == TC_OP_READ)

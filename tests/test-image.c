@@ -177,6 +177,16 @@ concurrent_writers(struct tc_image **imgs, int rounds)
   return torn;
 }
 
+/* The memstore seen through another context, as a second process sees the
+ * cluster: the image layer shares no sector lock with the first. */
+struct other_ctx { struct memstore *ms; };
+static int
+other_submit(void *ctx, struct tc_objop *op)
+{
+  struct tc_objstore os = memstore_objstore(((struct other_ctx *) ctx)->ms);
+  return os.submit(os.ctx, op);
+}
+
 int
 main(void)
 {
@@ -304,6 +314,26 @@ main(void)
   CHECK(concurrent_writers(each, 30) == 0, "8 concurrent writers on a handle each: no update lost");
   for (int i = 0; i < 8; i++)
     tc_image_free(each[i]);
+  /* Handles over a second context of the same store: no shared lock. */
+  struct other_ctx oc = { ms };
+  struct tc_objstore os2 = { other_submit, &oc };
+  struct tc_layer_desc pl = layer(21, 0), layered[2] = { layer(23, 5), layer(22, 0) };
+  struct { const char *what; struct tc_layer_desc *d; int n; } kinds[] = {
+    { "encrypted", &cl, 1 }, { "plain", &pl, 1 }, { "layered", layered, 2 },
+  };
+  for (int k = 0; k < 3; k++) {
+    unsigned long before = memstore_ops(ms, TC_OBJ_WRITE_PARTIAL) + memstore_ops(ms, TC_OBJ_WRITE_IF);
+    for (int i = 0; i < 8; i++)
+      each[i] = tc_image_new(i % 2 ? &os2 : &os, BS, size, kinds[k].d, kinds[k].n, false);
+    CHECK(concurrent_writers(each, 20) == 0, "%s: 8 concurrent writers as two processes: no update lost",
+          kinds[k].what);
+    unsigned long after = memstore_ops(ms, TC_OBJ_WRITE_PARTIAL) + memstore_ops(ms, TC_OBJ_WRITE_IF);
+    CHECK(after > before, "%s: partial sectors went through the store's serialisation point", kinds[k].what);
+    for (int i = 0; i < 8; i++)
+      tc_image_free(each[i]);
+  }
+  CHECK(memstore_ops(ms, TC_OBJ_WRITE_PARTIAL) > 0 && memstore_ops(ms, TC_OBJ_WRITE_IF) > 0,
+        "both WRITE_PARTIAL (plain) and WRITE_IF (encrypted, layered) were used");
   tc_image_free(cimg);
 
   memstore_free(ms);

@@ -34,7 +34,7 @@ nbdinfo --json "$DEMO" | python3 -c '
 import json, sys
 e = json.load(sys.stdin)["exports"][0]
 assert e["can_multi_conn"] and e["can_flush"] and e["can_trim"] and e["can_zero"] and not e["is_read_only"], e
-assert e["block_size_minimum"] == 4096 and e["block_size_preferred"] == 4096, e
+assert e["block_size_minimum"] == 1 and e["block_size_preferred"] == 4096, e
 ' || fail "export flags"
 
 # nbdcopy of random data in and out.

@@ -7,38 +7,8 @@
 #include <string.h>
 #include "error.h"
 #include "image.h"
+#include "image_int.h"
 #include "sector_lock.h"
-
-#define SECTOR TC_SECTOR
-
-/* XTS contexts of one layer: a context is not thread-safe, so callers take
- * one from the pool for the duration of a call and give it back. */
-struct xts_pool {
-  pthread_mutex_t lock;
-  uint8_t key[TC_XTS_KEY_SIZE];
-  struct tc_xts **free;
-  int nfree, cap;
-};
-
-struct layer {
-  uint64_t inode;
-  bool encrypted;
-  struct xts_pool xts;
-};
-
-struct tc_image {
-  struct tc_objstore os;
-  uint32_t block_size;
-  uint64_t size;
-  bool readonly;
-  int nlayers;
-  struct layer *layers;
-  pthread_mutex_t lock;     /* protects size and ro_why */
-  struct tc_sector_locks *locks;   /* shared by every handle of the image */
-  char ro_why[200];          /* why it became read-only while open */
-  void (*close_fn)(void *arg, struct tc_image *img);
-  void *close_arg;
-};
 
 /* --- XTS context pool --- */
 
@@ -85,8 +55,8 @@ xts_pool_destroy(struct xts_pool *p)
 }
 
 /* Encrypt or decrypt whole sectors of layer l at image sector `sector`. */
-static int
-layer_crypt(struct layer *l, bool encrypt, uint64_t sector, const void *in, void *out, size_t len)
+int
+image_layer_crypt(struct layer *l, bool encrypt, uint64_t sector, const void *in, void *out, size_t len)
 {
   struct tc_xts *x = xts_get(&l->xts);
   if (!x)
@@ -118,8 +88,8 @@ batch_op_done(struct tc_objop *op)
 }
 
 /* Submit n operations and wait for all; returns 0 or -1 with errno. */
-static int
-run_ops(struct tc_image *img, struct tc_objop *ops, int n, const char *what)
+int
+image_run_ops(struct tc_image *img, struct tc_objop *ops, int n, const char *what)
 {
   struct batch b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
   pthread_mutex_lock(&b.lock);
@@ -184,8 +154,8 @@ bit(const uint8_t *bm, uint64_t i)
 }
 
 /* Read whole sectors [off, off+len) into buf, decrypted, through the layers. */
-static int
-read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t len)
+int
+image_read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t len)
 {
   uint64_t nsec = len / SECTOR;
   int nchunks = count_chunks(img, off, len);
@@ -226,7 +196,7 @@ read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t len)
         ops[m++] = ops[i];
       }
     }
-    if (run_ops(img, ops, m, "read") < 0)
+    if (image_run_ops(img, ops, m, "read") < 0)
       goto out;
     for (int i = 0; i < m; i++) {
       uint64_t s0 = (ops[i].offset - off) / SECTOR, ns = ops[i].len / SECTOR;
@@ -237,7 +207,7 @@ read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t len)
         if (l > 0)
           memcpy(buf + s * SECTOR, tmp + s * SECTOR, SECTOR);
         if (ly->encrypted &&
-            layer_crypt(ly, false, off / SECTOR + s, buf + s * SECTOR, buf + s * SECTOR, SECTOR) < 0)
+            image_layer_crypt(ly, false, off / SECTOR + s, buf + s * SECTOR, buf + s * SECTOR, SECTOR) < 0)
           goto out;
         need[s] = 0;
         left--;
@@ -257,8 +227,8 @@ out:
 }
 
 /* Write whole sectors [off, off+len) from buf to layer 0, encrypting. */
-static int
-write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint64_t len)
+int
+image_write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint64_t len)
 {
   struct layer *ly = &img->layers[0];
   uint8_t *src = (uint8_t *) buf;   /* objstore writes do not modify buf */
@@ -272,12 +242,12 @@ write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint64_t l
       tc_error(ENOMEM, "image write: out of memory");
       goto out;
     }
-    if (layer_crypt(ly, true, off / SECTOR, buf, bounce, len) < 0)
+    if (image_layer_crypt(ly, true, off / SECTOR, buf, bounce, len) < 0)
       goto out;
     src = bounce;
   }
   int n = make_chunks(img, ops, TC_OBJ_WRITE, ly->inode, off, len, src, NULL, 0);
-  r = run_ops(img, ops, n, "write");
+  r = image_run_ops(img, ops, n, "write");
 out:
   free(ops);
   free(bounce);
@@ -410,12 +380,12 @@ tc_image_read(struct tc_image *img, void *buf, uint64_t len, uint64_t off)
   if (len == 0)
     return 0;
   if (off % SECTOR == 0 && len % SECTOR == 0)
-    return read_sectors(img, buf, off, len);
+    return image_read_sectors(img, buf, off, len);
   uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
   uint8_t *tmp = aligned_alloc(SECTOR, a1 - a0);
   if (!tmp)
     return tc_error(ENOMEM, "image read: out of memory");
-  int r = read_sectors(img, tmp, a0, a1 - a0);
+  int r = image_read_sectors(img, tmp, a0, a1 - a0);
   if (r == 0)
     memcpy(buf, tmp + (off - a0), len);
   free(tmp);
@@ -426,27 +396,9 @@ tc_image_read(struct tc_image *img, void *buf, uint64_t len, uint64_t off)
 static int
 write_locked(struct tc_image *img, const void *buf, uint64_t len, uint64_t off)
 {
-  uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
-  if (buf && a0 == off && a1 == off + len)
-    return write_sectors(img, buf, off, len);
-  uint8_t *tmp = aligned_alloc(SECTOR, a1 - a0);
-  if (!tmp)
-    return tc_error(ENOMEM, "image write: out of memory");
-  int r = 0;
-  /* Read-modify-write of the partial head and tail sectors. */
-  if (off != a0)
-    r = read_sectors(img, tmp, a0, SECTOR);
-  if (r == 0 && (off + len) % SECTOR && (a1 - SECTOR != a0 || off == a0))
-    r = read_sectors(img, tmp + (a1 - a0 - SECTOR), a1 - SECTOR, SECTOR);
-  if (r == 0) {
-    if (buf)
-      memcpy(tmp + (off - a0), buf, len);
-    else
-      memset(tmp + (off - a0), 0, len);
-    r = write_sectors(img, tmp, a0, a1 - a0);
-  }
-  free(tmp);
-  return r;
+  if (buf && off % SECTOR == 0 && len % SECTOR == 0)
+    return image_write_sectors(img, buf, off, len);
+  return image_write_partial(img, buf, len, off);
 }
 
 int
@@ -468,7 +420,7 @@ int
 tc_image_flush(struct tc_image *img)
 {
   struct tc_objop op = { .code = TC_OBJ_SYNC };
-  return run_ops(img, &op, 1, "flush");
+  return image_run_ops(img, &op, 1, "flush");
 }
 
 /* Zero whole sectors [off, off+len): deallocate when nothing can show
@@ -481,7 +433,7 @@ zero_sectors(struct tc_image *img, uint64_t off, uint64_t len, bool may_trim)
     if (!ops)
       return tc_error(ENOMEM, "image trim: out of memory");
     int n = make_chunks(img, ops, TC_OBJ_DELETE, img->layers[0].inode, off, len, NULL, NULL, 0);
-    int r = run_ops(img, ops, n, "trim");
+    int r = image_run_ops(img, ops, n, "trim");
     free(ops);
     return r;
   }
@@ -493,7 +445,7 @@ zero_sectors(struct tc_image *img, uint64_t off, uint64_t len, bool may_trim)
   int r = 0;
   for (uint64_t pos = off; pos < off + len && r == 0; pos += step) {
     uint64_t n = off + len - pos < step ? off + len - pos : step;
-    r = write_sectors(img, zeros, pos, n);
+    r = image_write_sectors(img, zeros, pos, n);
   }
   free(zeros);
   return r;
@@ -563,7 +515,7 @@ tc_image_extents(struct tc_image *img, uint64_t len, uint64_t off, tc_extent_cb 
     for (int l = 0; l < img->nlayers && r == 0; l++) {
       int k = make_chunks(img, ops, TC_OBJ_BITMAP, img->layers[l].inode, pos, n, NULL, bitmaps, bmstride);
       memset(bitmaps, 0, (size_t) k * bmstride);
-      r = run_ops(img, ops, k, "extents");
+      r = image_run_ops(img, ops, k, "extents");
       for (int i = 0; i < k && r == 0; i++)
         for (uint64_t s = 0; s < ops[i].len / SECTOR; s++)
           if (bit(ops[i].bitmap, s))
