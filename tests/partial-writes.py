@@ -9,10 +9,15 @@
 #       writes and zeroes (and reads) sent at once over every connection,
 #       never overlapping in bytes within a batch but sharing sectors, checked
 #       against a model in memory after every batch and in full at the end.
+#   partial-writes.py files SEED OPS PATH [PATH...]   the same over files (a
+#       FUSE mount: tromcho-fuse or nbdfuse), one O_DIRECT descriptor per
+#       PATH, each batch's operations run at once from one thread each.
 #
 # Prints one line with the figures; exits 1 with what was lost on failure.
+import os
 import random
 import sys
+import threading
 
 import nbd
 
@@ -164,13 +169,91 @@ def fsx(seed, nops, uris):
     return True
 
 
+def plan_batch(rng, n, span):
+    """Operations for n workers (sometimes two each), disjoint in bytes."""
+    taken = []
+    plan = []
+    for i in range(n):
+        for _ in range(rng.choice([1, 1, 2])):
+            for _attempt in range(20):
+                ln = rng.choice([1, 7, 100, 511, 512, 513, 1000, 2048, 4095, 4096, 4097, 6000, 9000,
+                                 rng.randrange(1, 20000)])
+                off = rng.randrange(0, span - ln)
+                if all(off + ln <= a or b <= off for a, b in taken):
+                    taken.append((off, off + ln))
+                    plan.append((i, rng.choice(["write"] * 7 + ["read"]), off, ln, rng.randbytes(ln)))
+                    break
+    return plan
+
+
+def files(seed, nops, paths):
+    fds = [os.open(p, os.O_RDWR | os.O_DIRECT) for p in paths]
+    size = os.fstat(fds[0]).st_size
+    rng = random.Random(seed)
+    span = min(size, 256 * 1024)
+    base = rng.randrange(0, (size - span) // SECTOR + 1) * SECTOR
+    model = bytearray(os.pread(fds[0], span, base))
+    ops = batches = 0
+    while ops < nops:
+        plan = plan_batch(rng, len(fds), span)
+        errors = []
+        reads = {}
+
+        def worker(i):
+            try:
+                for j, (w, kind, off, ln, data) in enumerate(plan):
+                    if w != i:
+                        continue
+                    if kind == "write":
+                        if os.pwrite(fds[i], data, base + off) != ln:
+                            errors.append("short write")
+                    else:
+                        reads[j] = os.pread(fds[i], ln, base + off)
+            except OSError as e:
+                errors.append(str(e))
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(fds))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            print("files: batch %d: %s" % (batches, errors[0]))
+            return False
+        for j, (w, kind, off, ln, data) in enumerate(plan):
+            if kind == "write":
+                model[off:off + ln] = data
+        for j, (w, kind, off, ln, data) in enumerate(plan):
+            if kind == "read" and reads[j] != model[off:off + ln]:
+                print("files: batch %d: read %d+%d returned stale data" % (batches, off, ln))
+                return False
+            got = os.pread(fds[(w + 1 + j) % len(fds)], ln, base + off)
+            if got != model[off:off + ln]:
+                bad = next(k for k in range(ln) if got[k] != model[off + k])
+                print("files: batch %d: %s %d+%d lost (first bad byte at %d)" % (batches, kind, off, ln, off + bad))
+                return False
+        ops += len(plan)
+        batches += 1
+    ok = os.pread(fds[0], span, base) == model
+    for fd in fds:
+        os.close(fd)
+    if not ok:
+        print("files: final check: the file differs from the model")
+        return False
+    print("files seed=%d: %d ops in %d batches over %d descriptors, O_DIRECT, file matches the model" %
+          (seed, ops, batches, len(paths)))
+    return True
+
+
 def main():
     if sys.argv[1] == "race":
         ok = race(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif sys.argv[1] == "files":
+        ok = files(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
     elif sys.argv[1] == "fsx":
         ok = fsx(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
     else:
-        sys.exit("usage: partial-writes.py race|fsx ...")
+        sys.exit("usage: partial-writes.py race|fsx|files ...")
     sys.exit(0 if ok else 1)
 
 

@@ -861,7 +861,9 @@ sreq_dispatch(struct sreq *sr)
     if (!cop->error)
       tc_warn("cluster: giving up on %s of inode 0x%" PRIx64 ": the cluster could not serve it in time (%s)",
               sr->kind == SR_LIST ? "a listing" : sr->kind == SR_SYNC ? "a sync" : tc_osd_op_name(
-                cop->op->code == TC_OBJ_WRITE ? TC_OP_WRITE : cop->op->code == TC_OBJ_DELETE ? TC_OP_DELETE : TC_OP_READ),
+                cop->op->code == TC_OBJ_WRITE ? TC_OP_WRITE : cop->op->code == TC_OBJ_DELETE ? TC_OP_DELETE :
+                cop->op->code == TC_OBJ_WRITE_PARTIAL ? TC_OP_WRITE_PARTIAL :
+                cop->op->code == TC_OBJ_WRITE_IF ? TC_OP_WRITE_IF : TC_OP_READ),
               cop->op ? cop->op->inode : cop->first, strerror(-e));
     part_finish(sr, e == -EAGAIN || e == -ECONNRESET || e == -ECONNREFUSED ? -ETIMEDOUT : e);
     return;
