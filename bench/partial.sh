@@ -3,7 +3,7 @@
 # writes of 512 bytes and 4 KiB, at QD 1 and 16, against nbdkit tromcho on
 # an unencrypted and an AES-256-XTS image, for one or more builds of the
 # tree in one run (so the disk is the same), e.g. before and after a change:
-#   bench/partial.sh [SECONDS] [BUILD-DIR...]     (default: this tree)
+#   [ROUNDS=2] bench/partial.sh [SECONDS] [BUILD-DIR...]   (default: this tree)
 # Each build gets its own cluster: tromcho-gateway + 3 OSDs on sparse files,
 # pool_size 3, transport mode none. 4 KiB writes are aligned (fio aligns to
 # bs), so they must cost nothing; 512-byte writes are partial sectors.
@@ -12,6 +12,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-10}
 shift || true
+rounds=${ROUNDS:-2}
 builds=("$@")
 [ ${#builds[@]} -gt 0 ] || builds=("$here")
 size=256M
@@ -51,11 +52,13 @@ JSON
   wait_until sh -c "TROMCHO_CONFIG=$CONF '$top/cli/tromcho' pool-ls --json | grep -q '\"pgs_active\": *32'"
 }
 
-echo "# $(date -u +%FT%TZ), $(nproc) cores, fio randwrite $secs s per profile over $size"
+echo "# $(date -u +%FT%TZ), $(nproc) cores, fio randwrite $secs s per profile over $size," \
+     "builds interleaved per profile, ${rounds} rounds"
+socks=() labels=()
 i=0
 for top in "${builds[@]}"; do
   top=$(cd "$top" && pwd)
-  rev=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo "$top")
+  rev=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || basename "$top")
   i=$((i + 1))
   cluster "$work/c$i" "$top"
   TROMCHO_CONFIG=$CONF "$top/cli/tromcho" create plain -s $size >/dev/null
@@ -65,16 +68,27 @@ for top in "${builds[@]}"; do
     nbdkit -U "$sock" -P "$work/c$i-$img.pid" "$top/nbdkit-plugin/.libs/nbdkit-tromcho-plugin.so" \
       config="$CONF" image=$img
     pids+=($(cat "$work/c$i-$img.pid"))
+    # Fill the image once, so no profile pays for first writes.
+    fio --name=fill --ioengine=nbd --uri="nbd+unix:///?socket=$sock" --size=$size --rw=write --bs=1M \
+        --iodepth=4 >/dev/null 2>&1
+    socks+=("$sock") labels+=("$rev $img")
+  done
+done
+for r in $(seq "$rounds"); do
+  for img in plain xts; do
     for p in "512 1" "512 16" "4k 1" "4k 16"; do
       set -- $p
-      out=$(fio --name=w --ioengine=nbd --uri="nbd+unix:///?socket=$sock" --size=$size --time_based \
-                --runtime="$secs" --ramp_time=1 --output-format=json --rw=randwrite --bs=$1 --iodepth=$2 2>/dev/null)
-      echo "$out" | python3 -c '
+      for k in "${!socks[@]}"; do
+        [ "${labels[$k]##* }" = $img ] || continue
+        out=$(fio --name=w --ioengine=nbd --uri="nbd+unix:///?socket=${socks[$k]}" --size=$size --time_based \
+                  --runtime="$secs" --ramp_time=1 --output-format=json --rw=randwrite --bs=$1 --iodepth=$2 2>/dev/null)
+        echo "$out" | python3 -c '
 import json, sys
 t = sys.stdin.read()
 j = json.loads(t[t.index("{"):])["jobs"][0]["write"]
-print("%-12s %-6s randwrite bs=%-4s qd=%-3s %9.0f IOPS %9.1f us" % tuple(sys.argv[1:5] + [j["iops"],
-      j["clat_ns"]["mean"] / 1000]))' "$rev" $img $1 $2
+print("round %s %-20s randwrite bs=%-4s qd=%-3s %9.0f IOPS %9.1f us" % tuple(sys.argv[1:5] + [j["iops"],
+      j["clat_ns"]["mean"] / 1000]))' "$r" "${labels[$k]}" $1 $2
+      done
     done
   done
 done
