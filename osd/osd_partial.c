@@ -20,12 +20,11 @@
 
 void
 osd_primary_write_partial(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
-                          const struct osd_req *r, void *payload)
+                          const struct osd_req *r)
 {
   int err;
   struct osd_pg *pg = osd_pg_for(o, r->inode, r->offset, &err);
   if (!pg) {
-    free(payload);
     osd_client_reply(cl, hdr, err, 0, 0, NULL, 0);
     return;
   }
@@ -35,14 +34,12 @@ osd_primary_write_partial(struct osd *o, struct osd_client *cl, const struct tc_
   if (ob && (ob->stale >> pg->my_slot & 1)) {
     /* Our copy is old: bring it up to date first; the client retries. */
     osd_recovery_now(o, pg, ob);
-    free(payload);
     o->eagain++;
     osd_client_reply(cl, hdr, -EAGAIN, 0, 0, NULL, 0);
     return;
   }
   uint8_t *buf = malloc(a1 - a0);
   if (!buf) {
-    free(payload);
     osd_client_reply(cl, hdr, -ENOMEM, 0, 0, NULL, 0);
     return;
   }
@@ -55,7 +52,6 @@ osd_primary_write_partial(struct osd *o, struct osd_client *cl, const struct tc_
     tc_err("osd %" PRIu64 ": %s inode %#" PRIx64 " offset %" PRIu64 ": reading the sectors to patch: %s",
            o->osd_num, tc_osd_op_name(r->op), r->inode, r->offset, tc_last_error());
     free(buf);
-    free(payload);
     osd_client_reply(cl, hdr, -e, 0, 0, NULL, 0);
     return;
   }
@@ -63,7 +59,6 @@ osd_primary_write_partial(struct osd *o, struct osd_client *cl, const struct tc_
     bool is_present = present[0] & 1;
     if (is_present != (r->cond.present == 1) || (is_present && tc_xxh3_64(buf, TC_STORE_SECTOR) != r->cond.hash)) {
       free(buf);
-      free(payload);
       osd_client_reply(cl, hdr, -ESTALE, 0, 0, NULL, 0);
       return;
     }
@@ -71,11 +66,12 @@ osd_primary_write_partial(struct osd *o, struct osd_client *cl, const struct tc_
   }
   else
     memcpy(buf + (r->offset - a0), r->data, r->len);
-  free(payload);
   struct osd_req w = *r;
   w.op = TC_OP_WRITE;
   w.offset = a0;
   w.len = (uint32_t) (a1 - a0);
   w.data = buf;
-  osd_primary_write(o, cl, hdr, &w, buf);   /* takes buf */
+  void *keep = buf;
+  osd_primary_write(o, cl, hdr, &w, &keep);   /* takes keep over when it uses it */
+  free(keep);
 }
