@@ -8,7 +8,10 @@
  * layer 0, encrypted with its key; sector tweak = image byte offset / 4096.
  *
  * Writes that do not cover whole sectors are read-modify-write. Every write
- * holds a lock on the sectors it touches, so concurrent overlapping writes
+ * holds a lock on the sectors it touches, shared by every handle of the
+ * image in this process (sector_lock.h), and across processes the partial
+ * sectors go through the OSD (image_partial.c: WRITE_PARTIAL, WRITE_IF), so
+ * no write to other bytes of a sector is lost, concurrent overlapping writes
  * leave each sector equal to one writer's version and no reader sees a torn
  * sector. All calls are thread-safe: XTS contexts are pooled per layer. */
 #ifndef TROMCHO_IMAGE_H
