@@ -13,6 +13,10 @@
  *                                          outside: the handle must turn read-only
  *   client-tool api IMAGE                  open/stat/list/resize/trim/zero/
  *                                          extents/read-only checks (TAP)
+ *   client-tool keyloop IMAGE              one client, commands on stdin: "open"
+ *                                          (re)opens IMAGE (its key resolved again),
+ *                                          "read" reads the open handle; each prints
+ *                                          "ok <first 16 bytes in hex>" or "err <msg>"
  * Exit 0 on success, 1 with "FAIL: ..." otherwise. */
 #include <config.h>
 #include <errno.h>
@@ -337,6 +341,45 @@ cmd_api(struct tc_client *cl, const char *name)
   return DONE();
 }
 
+/* Open and read IMAGE on command, through one client (its Vault token cache). */
+static int
+cmd_keyloop(struct tc_client *cl, const char *name)
+{
+  struct tc_image *img = NULL;
+  char line[64];
+  uint8_t *buf = aligned_alloc(4096, 4096);
+  if (!buf)
+    return 1;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  while (fgets(line, sizeof line, stdin)) {
+    line[strcspn(line, "\n")] = 0;
+    if (!strcmp(line, "open")) {
+      struct tc_image *n = tc_client_open(cl, name, true);
+      if (!n) {
+        printf("err %s\n", tc_last_error());
+        continue;
+      }
+      tc_image_free(img);
+      img = n;
+    }
+    else if (strcmp(line, "read") != 0) {
+      printf("err unknown command %s\n", line);
+      continue;
+    }
+    if (!img || tc_image_read(img, buf, 4096, 0) < 0) {
+      printf("err %s\n", img ? tc_last_error() : "not open");
+      continue;
+    }
+    printf("ok ");
+    for (int i = 0; i < 16; i++)
+      printf("%02x", buf[i]);
+    printf("\n");
+  }
+  tc_image_free(img);
+  free(buf);
+  return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -395,6 +438,8 @@ main(int argc, char **argv)
     r = cmd_threads(cl, argv[2], argc > 3 ? atoi(argv[3]) : 20);
   else if (!strcmp(argv[1], "api"))
     r = cmd_api(cl, argv[2]);
+  else if (!strcmp(argv[1], "keyloop"))
+    r = cmd_keyloop(cl, argv[2]);
   else
     fprintf(stderr, "FAIL: unknown command %s\n", argv[1]);
   tc_client_free(cl);

@@ -194,11 +194,11 @@ tc_image_key_resolve(const struct tc_config *cfg, const char *image, const char 
                      uint8_t key[TC_XTS_KEY_SIZE])
 {
   if (strncmp(enc_key, "vault:", 6) == 0) {
-    /* Key source seam: Vault/OpenBao (vault_url, vault_ca, cert/pkey)
-     * arrives with its issue. */
+    /* Vault needs a client's login and token cache: the image layer's
+     * tc_client_key_resolve (vault.c) answers these. */
     (void) cfg;
-    return tc_error(ENOTSUP, "image %s: its key is kept in Vault (%s), and this build cannot reach Vault yet",
-                    image, enc_key);
+    return tc_error(ENOTSUP, "image %s: its key is kept in Vault (%s): resolve it through a client "
+                    "(tc_client_key_resolve)", image, enc_key);
   }
   if (!is_hex_key(enc_key) || unhex(enc_key, key, TC_XTS_KEY_SIZE) < 0)
     return tc_error(EINVAL, "image %s: enc_key must be 128 hex digits", image);

@@ -9,7 +9,7 @@
  * The inode number used on the data path carries the pool in its top 16
  * bits: inode = pool << 48 | id. This file parses and writes those records
  * and resolves an image's key; it does no I/O itself except through the
- * key sources (Vault comes with its issue). */
+ * key sources (Vault keys: the image layer, vault.h). */
 #ifndef TROMCHO_IMAGE_META_H
 #define TROMCHO_IMAGE_META_H
 #include <stdbool.h>
@@ -44,8 +44,9 @@ void tc_image_meta_clear(struct tc_image_meta *m);
 int tc_image_index_parse(const char *json, size_t len, uint64_t *pool, uint64_t *id);
 
 /* Turn an enc_key into the 64-byte XTS key. "HEX" (128 hex digits) is the
- * key itself; "vault:ID" is fetched from Vault (vault_url, vault_ca, the
- * client's cert/pkey). Refuses malformed keys and keys with equal halves. */
+ * key itself; "vault:ID" fails with ENOTSUP here: it needs a Vault login,
+ * which tc_client_key_resolve (image layer, client.h) does. Refuses
+ * malformed keys and keys with equal halves. */
 int tc_image_key_resolve(const struct tc_config *cfg, const char *image, const char *enc_key,
                          uint8_t key[TC_XTS_KEY_SIZE]);
 /* A new random key as 128 hex digits (+NUL) for `create --enc_key auto`. */

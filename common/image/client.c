@@ -15,6 +15,7 @@
 #include "kv_client.h"
 #include "log.h"
 #include "perms.h"
+#include "vault.h"
 
 #define MAX_LAYERS 64
 
@@ -40,6 +41,7 @@ struct tc_client {
   pthread_mutex_t lock;        /* the open list */
   struct open_image *open;
   struct tc_kv_watch *inode_watch;   /* records of open images changing */
+  struct tc_vault *vault;      /* keys kept in Vault; its token cache */
 };
 
 /* A record of an open image changed: when its inode became read-only (a
@@ -169,7 +171,7 @@ tc_client_new(const struct tc_config *cfg)
   cl->use_perms = tc_config_bool(cfg, "use_perms");
   pthread_mutex_init(&cl->lock, NULL);
   char wkey[256];
-  if (!(cl->kv = tc_kv_new_from_config(cfg)) || load_identity(cl) < 0 ||
+  if (!(cl->vault = tc_vault_new(cfg)) || !(cl->kv = tc_kv_new_from_config(cfg)) || load_identity(cl) < 0 ||
       !(cl->cluster = tc_cluster_new(cfg, cl->kv))) {
     int e = errno;
     char msg[512];
@@ -203,6 +205,7 @@ tc_client_free(struct tc_client *cl)
     tc_image_free(cl->open->img);   /* the close hook unlinks it */
   tc_cluster_free(cl->cluster);
   tc_kv_free(cl->kv);
+  tc_vault_free(cl->vault);
   if (cl->groups)
     for (char **g = cl->groups; *g; g++)
       free(*g);
@@ -210,6 +213,14 @@ tc_client_free(struct tc_client *cl)
   free(cl->user_name);
   pthread_mutex_destroy(&cl->lock);
   free(cl);
+}
+
+int
+tc_client_key_resolve(struct tc_client *cl, const char *image, const char *enc_key, uint8_t key[TC_XTS_KEY_SIZE])
+{
+  if (strncmp(enc_key, "vault:", 6) == 0)
+    return tc_vault_get_key(cl->vault, image, enc_key + 6, key);
+  return tc_image_key_resolve(cl->cfg, image, enc_key, key);
 }
 
 static struct tc_image_acl
@@ -348,7 +359,7 @@ tc_client_open_meta(struct tc_client *cl, const struct tc_image_meta *m, bool re
     struct tc_layer_desc *d = &layers[n];
     d->inode = TC_INODE(lm->pool, lm->id);
     if (lm->enc_key) {
-      if (tc_image_key_resolve(cl->cfg, lm->name, lm->enc_key, d->key) < 0) {
+      if (tc_client_key_resolve(cl, lm->name, lm->enc_key, d->key) < 0) {
         tc_image_meta_clear(&cur);
         goto out;
       }
