@@ -44,9 +44,9 @@ cmd_image_create(int argc, char **argv, struct tc_config *cfg)
 int
 cmd_image_snap_create(int argc, char **argv, struct tc_config *cfg)
 {
-  const char *pos[1];
+  const char *pos[1], *enc_key = NULL;
   int npos;
-  const struct cli_opt opts[] = { { NULL } };
+  const struct cli_opt opts[] = { { "--enc_key", NULL, &enc_key, NULL }, { NULL } };
   if (cli_parse("snap-create", argc, argv, opts, pos, 1, &npos) < 0)
     return 1;
   if (npos != 1) {
@@ -56,7 +56,7 @@ cmd_image_snap_create(int argc, char **argv, struct tc_config *cfg)
   struct tc_client *cl = cli_client("snap-create", cfg);
   if (!cl)
     return 1;
-  int r = tc_admin_snapshot(cl, pos[0]);
+  int r = tc_admin_snapshot_key(cl, pos[0], enc_key);
   tc_client_free(cl);
   if (r < 0)
     return cli_fail("snap-create");

@@ -114,7 +114,8 @@ tc_image_meta_parse(struct tc_image_meta *m, uint64_t pool, uint64_t id, const c
     r = tc_error(EINVAL, "%s: size %llu is not a multiple of 4096", what, (unsigned long long) m->size);
   if (r == 0 && m->parent_id && !m->parent_pool)
     m->parent_pool = pool;   /* Vitastor: parent in the same pool unless said */
-  if (r == 0 && m->enc_key && !is_hex_key(m->enc_key) && strncmp(m->enc_key, "vault:", 6) != 0)
+  if (r == 0 && m->enc_key && !is_hex_key(m->enc_key) && strncmp(m->enc_key, "vault:", 6) != 0 &&
+      strcmp(m->enc_key, TC_KEY_SHREDDED) != 0)
     r = tc_error(EINVAL, "%s: enc_key is neither 128 hex digits nor vault:<ID>", what);
   json_object_put(o);
   if (r < 0) {
@@ -193,6 +194,8 @@ int
 tc_image_key_resolve(const struct tc_config *cfg, const char *image, const char *enc_key,
                      uint8_t key[TC_XTS_KEY_SIZE])
 {
+  if (strcmp(enc_key, TC_KEY_SHREDDED) == 0)
+    return tc_error(EKEYREVOKED, "image %s: its key was shredded (rm --shred): its data cannot be read", image);
   if (strncmp(enc_key, "vault:", 6) == 0) {
     /* Vault needs a client's login and token cache: the image layer's
      * tc_client_key_resolve (vault.c) answers these. */

@@ -2,7 +2,7 @@
  *
  *   /index/image/<name>            {"id": ID, "pool_id": POOL}
  *   /config/inode/<pool>/<id>      {"name": .., "size": BYTES, "parent_pool": P, "parent_id": I,
- *                                   "readonly": bool, "enc_key": "<128 hex>" | "vault:<ID>",
+ *                                   "readonly": bool, "enc_key": "<128 hex>" | "vault:<ID>" | "shredded",
  *                                   "owner": .., "owner_group": .., "reader_group": ..}
  *   /index/maxid/<pool>            the largest id allocated in the pool
  *
@@ -23,13 +23,17 @@
 #define TC_INODE_POOL(inode) ((inode) >> TC_POOL_SHIFT)
 #define TC_INODE_ID(inode) ((inode) & ((1ULL << TC_POOL_SHIFT) - 1))
 
+/* enc_key of an image whose KV-held key `rm --shred` destroyed before its
+ * data: it opens no more (EKEYREVOKED). */
+#define TC_KEY_SHREDDED "shredded"
+
 struct tc_image_meta {
   char *name;
   uint64_t pool, id;           /* this layer's inode */
   uint64_t size;
   uint64_t parent_pool, parent_id;   /* 0, 0: no parent */
   bool readonly;
-  char *enc_key;               /* as stored: NULL, 128 hex digits or vault:<ID> */
+  char *enc_key;               /* as stored: NULL, 128 hex digits, vault:<ID> or TC_KEY_SHREDDED */
   char *owner, *owner_group, *reader_group;
 };
 

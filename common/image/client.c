@@ -60,20 +60,28 @@ inode_watch_cb(void *arg, const struct tc_kv_watch_update *u)
     unsigned long long pool, id;
     if (e->kv.key_len <= plen || sscanf((const char *) e->kv.key + plen, "%llu/%llu", &pool, &id) != 2)
       continue;
-    bool gone = e->type == TC_KV_EVENT_DELETE, ro = false;
+    bool gone = e->type == TC_KV_EVENT_DELETE, ro = false, shredded = false;
     char name[256] = "";
     if (!gone) {
       struct tc_image_meta m;
       if (tc_image_meta_parse(&m, pool, id, (const char *) e->kv.value, e->kv.value_len) < 0)
         continue;
       ro = m.readonly;
+      shredded = m.enc_key && !strcmp(m.enc_key, TC_KEY_SHREDDED);
       snprintf(name, sizeof name, "%s", m.name);
       tc_image_meta_clear(&m);
     }
     if (!gone && !ro)
       continue;
     pthread_mutex_lock(&cl->lock);
-    for (struct open_image *o = cl->open; o; o = o->next)
+    for (struct open_image *o = cl->open; o; o = o->next) {
+      if (shredded && o->pool == pool && o->id == id) {
+        char why[300];
+        snprintf(why, sizeof why, "image %s: its key was shredded (rm --shred)", name);
+        tc_warn("client: %s; I/O now fails", why);
+        tc_image_set_revoked(o->img, why);
+        continue;
+      }
       if (o->pool == pool && o->id == id && o->writable && !tc_image_readonly(o->img)) {
         char why[220];
         if (gone)
@@ -83,6 +91,7 @@ inode_watch_cb(void *arg, const struct tc_kv_watch_update *u)
         tc_warn("client: image inode %llu/%llu: %s; writes now fail", pool, id, why);
         tc_image_set_readonly(o->img, why);
       }
+    }
     pthread_mutex_unlock(&cl->lock);
   }
 }

@@ -41,7 +41,8 @@ struct tc_image {
   pthread_mutex_t lock;     /* protects size and the held ranges */
   pthread_cond_t released;
   struct range_lock *held;
-  char ro_why[200];          /* why it became read-only while open */
+  char ro_why[200];          /* why it became read-only (or revoked) while open */
+  bool revoked;              /* key shredded: no I/O at all */
   void (*close_fn)(void *arg, struct tc_image *img);
   void *close_arg;
 };
@@ -429,10 +430,26 @@ tc_image_set_readonly(struct tc_image *img, const char *why)
   __atomic_store_n(&img->readonly, true, __ATOMIC_RELEASE);
 }
 
+void
+tc_image_set_revoked(struct tc_image *img, const char *why)
+{
+  pthread_mutex_lock(&img->lock);
+  snprintf(img->ro_why, sizeof img->ro_why, "%s", why ? why : "key revoked");
+  pthread_mutex_unlock(&img->lock);
+  __atomic_store_n(&img->revoked, true, __ATOMIC_RELEASE);
+  __atomic_store_n(&img->readonly, true, __ATOMIC_RELEASE);
+}
+
 static int
 check_range(struct tc_image *img, uint64_t len, uint64_t off, bool write)
 {
   uint64_t size = tc_image_size(img);
+  if (__atomic_load_n(&img->revoked, __ATOMIC_ACQUIRE)) {
+    pthread_mutex_lock(&img->lock);
+    tc_error(EKEYREVOKED, "image: %s", img->ro_why);
+    pthread_mutex_unlock(&img->lock);
+    return -1;
+  }
   if (write && tc_image_readonly(img)) {
     pthread_mutex_lock(&img->lock);
     tc_error(EROFS, "image: read-only%s%s", img->ro_why[0] ? ": " : "", img->ro_why);

@@ -31,6 +31,10 @@ int tc_admin_create(struct tc_client *cl, const struct tc_admin_create_opts *o);
 
 /* "NAME@SNAP": snapshot NAME. */
 int tc_admin_snapshot(struct tc_client *cl, const char *snap);
+/* The same, giving NAME's new top layer its own key (enc_key as for
+ * create: "auto", "none", 128 hex digits, "vault:ID"; NULL: keep NAME's
+ * key) while NAME@SNAP keeps the old one. */
+int tc_admin_snapshot_key(struct tc_client *cl, const char *snap, const char *enc_key);
 
 /* Copy every sector NAME sees through its parents into NAME itself,
  * encrypted with NAME's key, then drop the parent link. */
@@ -38,6 +42,14 @@ int tc_admin_flatten(struct tc_client *cl, const char *name);
 
 /* Delete NAME (or NAME@SNAP): its objects, then its records. */
 int tc_admin_delete(struct tc_client *cl, const char *name);
+/* The same; with shred, first destroy its KV-held key (the record's
+ * enc_key becomes "shredded" in one compare-and-swap, so the data is
+ * unreadable at once and open handles fail with EKEYREVOKED), then delete
+ * the data and the records. *shred_rev (may be NULL) = the KV revision of
+ * that write: the KV's history keeps the old value until it is compacted
+ * at or after it. Refused (EINVAL) for an unencrypted image and for a key
+ * in Vault. Another image holding the same key (a snapshot) is warned of. */
+int tc_admin_delete_shred(struct tc_client *cl, const char *name, bool shred, int64_t *shred_rev);
 
 struct tc_admin_modify_opts {
   uint64_t resize;            /* 0: keep */
