@@ -29,6 +29,7 @@ struct osd_req {
   uint64_t version;         /* SEC_WRITE/SEC_DELETE/SEC_WRITE_STABLE */
   uint64_t inode_last;      /* SEC_LIST */
   uint32_t pg_count, pg;    /* SEC_LIST / SEC_LOCK filter (pg_count 0 = none) */
+  uint64_t pool, epoch;     /* SEC_LOCK (inode = the pool's first inode) */
   uint64_t bitmap;          /* SEC_WRITE_STABLE */
   const uint8_t *data;      /* WRITE/SEC_WRITE/SEC_WRITE_STABLE payload data */
   uint64_t claim_osd;       /* SHOW_CONFIG: the OSD the caller claims to be (0: none) */
@@ -180,8 +181,11 @@ struct osd_client {
 };
 struct osd_client *osd_client_get(struct tc_msgr_conn *c);   /* takes a reference */
 void osd_client_put(struct osd_client *cl);
-void osd_client_reply(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t offset,
+/* Answer req (reply view of osd_proto.h); payload is the reply's (freed). */
+void osd_client_reply(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t bitmap,
                       uint64_t version, void *payload, uint32_t len);
+/* Answer a SCRUB: status = sectors found bad or -errno. */
+void osd_client_reply_scrub(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t repaired);
 void osd_on_conn(struct tc_msgr_conn *c, int event, int err, void *arg);
 void osd_locks_free(struct osd *o);
 
@@ -197,7 +201,7 @@ int64_t osd_state_rev(struct osd *o, uint64_t osd_num);
 
 /* osd_ops.c: the messenger's request callback */
 void osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload, void *arg);
-void osd_reply(struct tc_msgr_conn *c, const struct tc_frame_hdr *req, int status, uint64_t offset,
+void osd_reply(struct tc_msgr_conn *c, const struct tc_frame_hdr *req, int status, uint64_t bitmap,
                uint64_t version, void *payload, uint32_t len);
 
 /* List the local objects matching a SEC_LIST request (caller frees). */

@@ -14,19 +14,22 @@
 #include "log.h"
 #include "osd.h"
 
-void
-osd_reply(struct tc_msgr_conn *c, const struct tc_frame_hdr *req, int status, uint64_t offset,
-          uint64_t version, void *payload, uint32_t len)
+/* Send reply header h to request req; the messenger frees payload. */
+static void
+send_reply(struct tc_msgr_conn *c, const struct tc_frame_hdr *req, struct tc_frame_hdr h, void *payload,
+           uint32_t len)
 {
-  struct tc_frame_hdr h;
-  memset(&h, 0, sizeof h);
   h.opcode = req->opcode;
   h.req_id = req->req_id;
-  h.status = status;
-  h.offset = offset;
-  h.version = version;
   struct iovec iov = { payload, len };
   tc_msgr_reply(c, &h, &iov, payload && len ? 1 : 0, TC_MSGR_INPLACE, free, payload);
+}
+
+void
+osd_reply(struct tc_msgr_conn *c, const struct tc_frame_hdr *req, int status, uint64_t bitmap,
+          uint64_t version, void *payload, uint32_t len)
+{
+  send_reply(c, req, tc_osd_reply_hdr(status, bitmap, version), payload, len);
 }
 
 struct osd_client *
@@ -53,14 +56,21 @@ osd_client_put(struct osd_client *cl)
 }
 
 void
-osd_client_reply(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t offset,
+osd_client_reply(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t bitmap,
                  uint64_t version, void *payload, uint32_t len)
 {
   if (!cl->c) {
     free(payload);
     return;
   }
-  osd_reply(cl->c, req, status, offset, version, payload, len);
+  osd_reply(cl->c, req, status, bitmap, version, payload, len);
+}
+
+void
+osd_client_reply_scrub(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t repaired)
+{
+  if (cl->c)
+    send_reply(cl->c, req, tc_osd_scrub_reply_hdr(status, repaired), NULL, 0);
 }
 
 /* Accepted connections: forget the connection when it closes. */
@@ -125,13 +135,11 @@ osd_locks_free(struct osd *o)
 }
 
 /* SEC_LOCK: the caller's connection becomes the only one that may write
- * the PG here. The pool travels in hdr.inode (pool << 48). */
+ * the PG here. */
 static int
 sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
 {
-  if (!r->pg_count)
-    return tc_error(EINVAL, "SEC_LOCK without a PG");
-  uint64_t pool = TC_INODE_POOL(r->inode);
+  uint64_t pool = r->pool;
   struct osd_client *cl = osd_client_get(c);
   if (!cl)
     return tc_error(ENOMEM, "out of memory");
@@ -139,7 +147,7 @@ sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
     if (o->locks[i].pool == pool && o->locks[i].pg == r->pg) {
       osd_client_put(o->locks[i].holder);
       o->locks[i].holder = cl;
-      o->locks[i].epoch = r->offset;
+      o->locks[i].epoch = r->epoch;
       return 0;
     }
   struct osd_lock *nv = realloc(o->locks, (o->n_locks + 1) * sizeof *nv);
@@ -148,7 +156,7 @@ sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
     return tc_error(ENOMEM, "out of memory");
   }
   o->locks = nv;
-  o->locks[o->n_locks++] = (struct osd_lock) { .pool = pool, .pg = r->pg, .epoch = r->offset, .holder = cl };
+  o->locks[o->n_locks++] = (struct osd_lock) { .pool = pool, .pg = r->pg, .epoch = r->epoch, .holder = cl };
   return 0;
 }
 

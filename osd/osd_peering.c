@@ -166,10 +166,7 @@ peering_finish(struct osd *o, struct osd_pg *pg)
     l->instance = instance;
     l->epoch = epoch;
     l->slot = s;
-    l->req.hdr.opcode = TC_OP_SEC_LOCK;
-    l->req.hdr.inode = TC_INODE(pool, 0);
-    l->req.hdr.offset = epoch;
-    l->req.hdr.version = (uint64_t) pg->pg_count << 32 | pgn;
+    l->req.hdr = tc_osd_lock_hdr(pool, pgn, pg->pg_count, epoch);
     l->req.done = lock_done;
     l->req.arg = l;
     pg->locks_pending++;
@@ -262,10 +259,7 @@ peering_start(struct osd *o, struct osd_pg *pg)
     l->instance = instance;
     l->epoch = epoch;
     l->slot = (int) s;
-    l->req.hdr.opcode = TC_OP_SEC_LIST;
-    l->req.hdr.inode = r.inode;
-    l->req.hdr.offset = r.inode_last;
-    l->req.hdr.version = (uint64_t) pg->pg_count << 32 | pg->pg;
+    l->req.hdr = tc_osd_list_hdr(r.inode, r.inode_last, pg->pg, pg->pg_count);
     l->req.done = list_done;
     l->req.arg = l;
     pg->listings++;

@@ -72,9 +72,8 @@ struct wop {
   struct tc_frame_hdr hdr;
   uint64_t pool, instance;
   uint32_t pgn;
-  uint64_t inode, obj_off, version;
+  uint64_t inode, offset, obj_off, version;
   void *payload;
-  uint64_t del_len;
   int pending, acks, need, replied;
   struct iovec iov;            /* what the SEC_ requests send: lives as long as the op */
   struct tc_msgr_req reqs[TC_MAX_PG_SIZE];
@@ -87,7 +86,7 @@ wop_finish(struct wop *w)
   struct osd *o = w->o;
   if (!w->replied) {
     tc_warn("osd %" PRIu64 ": %s inode %#" PRIx64 " offset %" PRIu64 ": only %d of %d replicas took it",
-            o->osd_num, tc_osd_op_name(w->hdr.opcode), w->inode, w->hdr.offset, w->acks, w->need);
+            o->osd_num, tc_osd_op_name(w->hdr.opcode), w->inode, w->offset, w->acks, w->need);
     osd_client_reply(w->cl, &w->hdr, -EIO, 0, 0, NULL, 0);
   }
   op_end(o, w->pool, w->pgn, w->instance);
@@ -121,7 +120,7 @@ wop_sub_done(struct tc_msgr_req *req, int err, void *arg)
     mark_stale(o, w->pool, w->pgn, w->instance, w->inode, w->obj_off, w->slots[i]);
     if (!err)
       tc_warn("osd %" PRIu64 ": %s of inode %#" PRIx64 " offset %" PRIu64 " on a secondary failed: %s",
-              o->osd_num, tc_osd_op_name(req->hdr.opcode), w->inode, req->hdr.offset, strerror(-st));
+              o->osd_num, tc_osd_op_name(req->hdr.opcode), w->inode, w->offset, strerror(-st));
   }
   else
     w->acks++;
@@ -203,18 +202,16 @@ osd_primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hd
   w->pgn = pg->pg;
   w->instance = pg->instance;
   w->inode = r->inode;
+  w->offset = r->offset;
   w->obj_off = start;
   w->version = version;
   w->payload = payload;
-  w->del_len = r->len;
   w->acks = 1;
   w->need = (int) pg->minsize;
   pg->inflight++;
   w->pending = 1;   /* ours, dropped below: no early finish while sending */
   if (r->op == TC_OP_WRITE)
     w->iov = (struct iovec) { (void *) r->data, r->len };
-  else
-    w->iov = (struct iovec) { &w->del_len, 8 };
   int n = 0;
   for (uint32_t s = 0; s < pg->size; s++) {
     if (!(good >> s & 1) || (int) s == pg->my_slot)
@@ -230,12 +227,10 @@ osd_primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hd
     struct tc_msgr_req *q = &w->reqs[n];
     w->slots[n] = (int) s;
     n++;
-    q->hdr.opcode = r->op == TC_OP_WRITE ? TC_OP_SEC_WRITE : TC_OP_SEC_DELETE;
-    q->hdr.inode = r->inode;
-    q->hdr.offset = r->offset;
-    q->hdr.version = version;
+    q->hdr = tc_osd_rw_hdr(r->op == TC_OP_WRITE ? TC_OP_SEC_WRITE : TC_OP_SEC_DELETE, r->inode, r->offset,
+                           r->len, version);
     q->iov = &w->iov;
-    q->iovcnt = 1;
+    q->iovcnt = r->op == TC_OP_WRITE ? 1 : 0;
     q->done = wop_sub_done;
     q->arg = w;
     w->pending++;
@@ -296,7 +291,8 @@ rop_done(struct tc_msgr_req *req, int err, void *arg)
     goto out;
   }
   /* Repair our copy of the range from the good one, at its version. */
-  uint64_t bm = req->reply.offset;
+  const union tc_osd_hdr rh = tc_osd_hdr_of(&req->reply);
+  uint64_t bm = rh.reply.bitmap;
   uint32_t n = p->len / 4096;
   int rc = 0;
   for (uint32_t i = 0; i < n && rc == 0;) {
@@ -305,9 +301,9 @@ rop_done(struct tc_msgr_req *req, int err, void *arg)
     while (j < n && (int) (bm >> j & 1) == present)
       j++;
     rc = present ? tc_store_write(o->store, p->inode, p->offset + (uint64_t) i * 4096, (j - i) * 4096,
-                                  (uint8_t *) data + (size_t) i * 4096, req->reply.version)
+                                  (uint8_t *) data + (size_t) i * 4096, rh.reply.version)
                  : tc_store_delete_version(o->store, p->inode, p->offset + (uint64_t) i * 4096, (j - i) * 4096,
-                                           req->reply.version);
+                                           rh.reply.version);
     i = j;
   }
   if (rc == 0) {
@@ -317,7 +313,7 @@ rop_done(struct tc_msgr_req *req, int err, void *arg)
   }
   else
     tc_err("osd %" PRIu64 ": repairing inode %#" PRIx64 ": %s", o->osd_num, p->inode, tc_last_error());
-  osd_client_reply(p->cl, &p->hdr, req->reply.status, bm, req->reply.version, data, p->len);
+  osd_client_reply(p->cl, &p->hdr, rh.reply.status, bm, rh.reply.version, data, p->len);
 out:
   op_end(o, p->pool, p->pgn, p->instance);
   osd_client_put(p->cl);
@@ -340,10 +336,7 @@ rop_next(struct rop *p)
     if (!c)
       continue;
     memset(&p->req, 0, sizeof p->req);
-    p->req.hdr.opcode = TC_OP_SEC_READ;
-    p->req.hdr.inode = p->inode;
-    p->req.hdr.offset = p->offset;
-    p->req.hdr.version = p->len;
+    p->req.hdr = tc_osd_rw_hdr(TC_OP_SEC_READ, p->inode, p->offset, p->len, 0);
     p->req.done = rop_done;
     p->req.arg = p;
     if (tc_msgr_call(c, &p->req) == 0)

@@ -135,10 +135,7 @@ rec_push(struct rec_op *r)
       continue;
     struct tc_msgr_req *q = &r->reqs[n];
     r->slots[n++] = s;
-    q->hdr.opcode = TC_OP_SEC_WRITE_STABLE;
-    q->hdr.inode = r->inode;
-    q->hdr.offset = r->offset;
-    q->hdr.version = r->version;
+    q->hdr = tc_osd_rw_hdr(TC_OP_SEC_WRITE_STABLE, r->inode, r->offset, o->info.block_size, r->version);
     q->iov = &r->iov;
     q->iovcnt = 1;
     q->done = push_done;
@@ -159,10 +156,11 @@ read_done(struct tc_msgr_req *req, int err, void *arg)
 {
   struct rec_op *r = arg;
   int st = err ? err : req->reply.status;
-  if (st < 0 || req->reply.version != r->version) {
+  const union tc_osd_hdr rh = tc_osd_hdr_of(&req->reply);
+  if (st < 0 || rh.reply.version != r->version) {
     if (st >= 0)
       tc_debug("osd %" PRIu64 ": recovery: inode %#" PRIx64 " offset %" PRIu64 " is at version %" PRIu64
-               " on the source, not %" PRIu64, r->o->osd_num, r->inode, r->offset, req->reply.version, r->version);
+               " on the source, not %" PRIu64, r->o->osd_num, r->inode, r->offset, rh.reply.version, r->version);
     if (st < 0)
       tc_warn("osd %" PRIu64 ": recovery: reading inode %#" PRIx64 " offset %" PRIu64 " from a member failed: %s",
               r->o->osd_num, r->inode, r->offset, strerror(-st));
@@ -175,7 +173,7 @@ read_done(struct tc_msgr_req *req, int err, void *arg)
     memcpy(r->data + 8, req->reply_payload, r->o->info.block_size);
     free(req->reply_payload);
   }
-  r->bitmap = req->reply.offset;
+  r->bitmap = rh.reply.bitmap;
   rec_push(r);
 }
 
@@ -251,10 +249,7 @@ rec_start(struct osd *o, struct osd_pg *pg, struct osd_obj *ob)
     struct tc_msgr_conn *c = osd_peer_conn(o, src);
     if (!c)
       continue;
-    r->read_req.hdr.opcode = TC_OP_SEC_READ;
-    r->read_req.hdr.inode = r->inode;
-    r->read_req.hdr.offset = r->offset;
-    r->read_req.hdr.version = o->info.block_size;
+    r->read_req.hdr = tc_osd_rw_hdr(TC_OP_SEC_READ, r->inode, r->offset, o->info.block_size, 0);
     r->read_req.rbuf = r->data + 8;
     r->read_req.rbuf_len = o->info.block_size;
     r->read_req.done = read_done;

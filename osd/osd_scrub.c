@@ -80,8 +80,9 @@ req_done(struct tc_msgr_req *req, int err, void *arg)
   if (p->phase == 1) {
     c->st = st < 0 ? st : 0;
     if (st >= 0) {
-      c->version = req->reply.version;
-      c->bitmap = req->reply.offset;
+      const union tc_osd_hdr rh = tc_osd_hdr_of(&req->reply);
+      c->version = rh.reply.version;
+      c->bitmap = rh.reply.bitmap;
       if (req->reply_payload && req->reply_payload != c->data)
         memcpy(c->data, req->reply_payload, p->o->info.block_size);
     }
@@ -140,10 +141,7 @@ phase2(struct scrub_op *p)
       continue;
     for (uint32_t k = 0; k < spb; k++) {
       struct tc_msgr_req *q = new_req(p, s, (int) k);
-      q->hdr.opcode = TC_OP_SEC_READ;
-      q->hdr.inode = p->inode;
-      q->hdr.offset = p->offset + (uint64_t) k * 4096;
-      q->hdr.version = 4096;
+      q->hdr = tc_osd_rw_hdr(TC_OP_SEC_READ, p->inode, p->offset + (uint64_t) k * 4096, 4096, 0);
       send(p, q, s);
     }
   }
@@ -198,10 +196,7 @@ phase3(struct scrub_op *p)
       continue;
     }
     struct tc_msgr_req *q = new_req(p, s, -1);
-    q->hdr.opcode = TC_OP_SEC_WRITE_STABLE;
-    q->hdr.inode = p->inode;
-    q->hdr.offset = p->offset;
-    q->hdr.version = G->version;
+    q->hdr = tc_osd_rw_hdr(TC_OP_SEC_WRITE_STABLE, p->inode, p->offset, bs, G->version);
     q->iov = &p->iov;
     q->iovcnt = 1;
     struct osd_peer *peer = osd_peer_get(o, p->set[s]);
@@ -223,7 +218,7 @@ scrub_step(struct scrub_op *p)
     if (phase3(p) < 0) {
       tc_err("osd %" PRIu64 ": scrub: inode %#" PRIx64 " offset %" PRIu64 ": no good copy on any member",
              o->osd_num, p->inode, p->offset);
-      osd_client_reply(p->cl, &p->hdr, -EIO, 0, 0, NULL, 0);
+      osd_client_reply_scrub(p->cl, &p->hdr, -EIO, 0);
       scrub_free(p);
       return;
     }
@@ -233,7 +228,7 @@ scrub_step(struct scrub_op *p)
       tc_warn("osd %" PRIu64 ": scrub: inode %#" PRIx64 " offset %" PRIu64 ": %d bad sectors, %d repaired",
               o->osd_num, p->inode, p->offset, p->nbad, p->nrepaired);
     o->repaired += (uint64_t) p->nrepaired;
-    osd_client_reply(p->cl, &p->hdr, p->nbad, (uint64_t) p->nrepaired, 0, NULL, 0);
+    osd_client_reply_scrub(p->cl, &p->hdr, p->nbad, (uint64_t) p->nrepaired);
     scrub_free(p);
     return;
   }
@@ -247,14 +242,14 @@ osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr
   int err;
   struct osd_pg *pg = osd_pg_for(o, r->inode, r->offset, &err);
   if (!pg) {
-    osd_client_reply(cl, hdr, err, 0, 0, NULL, 0);
+    osd_client_reply_scrub(cl, hdr, err, 0);
     return;
   }
   struct osd_obj *ob = osd_objmap_get(&pg->objs, r->inode, r->offset);
   if (ob && (ob->recovering || (ob->stale >> pg->my_slot & 1))) {
     if (ob->stale >> pg->my_slot & 1)
       osd_recovery_now(o, pg, ob);
-    osd_client_reply(cl, hdr, -EAGAIN, 0, 0, NULL, 0);
+    osd_client_reply_scrub(cl, hdr, -EAGAIN, 0);
     return;
   }
   uint32_t bs = o->info.block_size, spb = osd_spb(o);
@@ -274,7 +269,7 @@ osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr
       free(p->good);
     }
     free(p);
-    osd_client_reply(cl, hdr, -ENOMEM, 0, 0, NULL, 0);
+    osd_client_reply_scrub(cl, hdr, -ENOMEM, 0);
     return;
   }
   p->o = o;
@@ -317,10 +312,7 @@ osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr
       continue;
     }
     struct tc_msgr_req *q = new_req(p, s, -1);
-    q->hdr.opcode = TC_OP_SEC_READ;
-    q->hdr.inode = p->inode;
-    q->hdr.offset = p->offset;
-    q->hdr.version = bs;
+    q->hdr = tc_osd_rw_hdr(TC_OP_SEC_READ, p->inode, p->offset, bs, 0);
     q->rbuf = c->data;
     q->rbuf_len = bs;
     send(p, q, s);

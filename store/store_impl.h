@@ -1,7 +1,7 @@
 /* Internals of the OSD store shared by store.c, store_format.c,
  * store_meta.c and store_alloc.c. Not part of the API. */
-#ifndef TROMCHO_OSD_STORE_IMPL_H
-#define TROMCHO_OSD_STORE_IMPL_H
+#ifndef TROMCHO_STORE_IMPL_H
+#define TROMCHO_STORE_IMPL_H
 #include <pthread.h>
 #include <stdint.h>
 #include <lmdb.h>
