@@ -102,6 +102,14 @@ tc_image_meta_parse(struct tc_image_meta *m, uint64_t pool, uint64_t id, const c
   if (r == 0) r = get_str(o, "owner_group", &m->owner_group, what);
   if (r == 0) r = get_str(o, "reader_group", &m->reader_group, what);
   json_object *f;
+  if (r == 0 && json_object_object_get_ex(o, "integrity", &f)) {
+    if (!json_object_is_type(f, json_type_boolean))
+      r = tc_error(EINVAL, "%s: field integrity must be a boolean", what);
+    else
+      m->integrity = json_object_get_boolean(f);
+  }
+  if (r == 0 && m->integrity && !m->enc_key)
+    r = tc_error(EINVAL, "%s: integrity needs an enc_key", what);
   if (r == 0 && json_object_object_get_ex(o, "readonly", &f)) {
     if (!json_object_is_type(f, json_type_boolean))
       r = tc_error(EINVAL, "%s: field readonly must be a boolean", what);
@@ -144,6 +152,8 @@ tc_image_meta_json(const struct tc_image_meta *m)
     json_object_object_add(o, "readonly", json_object_new_boolean(1));
   if (m->enc_key)
     json_object_object_add(o, "enc_key", json_object_new_string(m->enc_key));
+  if (m->integrity)
+    json_object_object_add(o, "integrity", json_object_new_boolean(1));
   if (m->owner)
     json_object_object_add(o, "owner", json_object_new_string(m->owner));
   if (m->owner_group)

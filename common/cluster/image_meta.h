@@ -3,7 +3,8 @@
  *   /index/image/<name>            {"id": ID, "pool_id": POOL}
  *   /config/inode/<pool>/<id>      {"name": .., "size": BYTES, "parent_pool": P, "parent_id": I,
  *                                   "readonly": bool, "enc_key": "<128 hex>" | "vault:<ID>" | "shredded",
- *                                   "owner": .., "owner_group": .., "reader_group": ..}
+ *                                   "owner": .., "owner_group": .., "reader_group": ..,
+ *                                   "integrity": bool (tromcho's: authenticated sectors)}
  *   /index/maxid/<pool>            the largest id allocated in the pool
  *
  * The inode number used on the data path carries the pool in its top 16
@@ -33,6 +34,7 @@ struct tc_image_meta {
   uint64_t size;
   uint64_t parent_pool, parent_id;   /* 0, 0: no parent */
   bool readonly;
+  bool integrity;              /* authenticated: per-sector tags (image_integrity.h) */
   char *enc_key;               /* as stored: NULL, 128 hex digits, vault:<ID> or TC_KEY_SHREDDED */
   char *owner, *owner_group, *reader_group;
 };

@@ -350,11 +350,12 @@ struct tc_image *
 tc_client_open_meta(struct tc_client *cl, const struct tc_image_meta *m, bool readonly, bool all_layers)
 {
   struct tc_layer_desc *layers = calloc(MAX_LAYERS, sizeof *layers);
+  char (*names)[256] = calloc(MAX_LAYERS, sizeof *names);
   struct open_image *o = calloc(1, sizeof *o);
   struct tc_image *img = NULL;
   uint32_t bs = 0;
   int n = 0;
-  if (!layers || !o) {
+  if (!layers || !names || !o) {
     tc_error(ENOMEM, "image %s: out of memory", m->name);
     goto out;
   }
@@ -367,6 +368,9 @@ tc_client_open_meta(struct tc_client *cl, const struct tc_image_meta *m, bool re
   for (;;) {
     struct tc_layer_desc *d = &layers[n];
     d->inode = TC_INODE(lm->pool, lm->id);
+    snprintf(names[n], sizeof names[n], "%s", lm->name);
+    d->name = names[n];
+    d->integrity = lm->integrity;
     if (lm->enc_key) {
       if (tc_client_key_resolve(cl, lm->name, lm->enc_key, d->key) < 0) {
         tc_image_meta_clear(&cur);
@@ -416,6 +420,7 @@ out:
     tc_wipe(layers, MAX_LAYERS * sizeof *layers);
     free(layers);
   }
+  free(names);
   free(o);
   return img;
 }
@@ -514,6 +519,11 @@ tc_client_resize(struct tc_client *cl, const char *name, uint64_t size)
       return tc_error(EINVAL, "image %s: size %" PRIu64 " is not a positive multiple of 4096", name, size);
     }
     uint64_t old = m.size;
+    if (m.integrity && size < old) {
+      tc_image_meta_clear(&m);
+      /* Its tags would outlive the dropped sectors and fail them on regrowth. */
+      return tc_error(EINVAL, "image %s: an authenticated image cannot shrink", name);
+    }
     m.size = size;
     char *json = tc_image_meta_json(&m);
     char key[256];

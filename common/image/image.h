@@ -22,6 +22,8 @@ struct tc_layer_desc {
   uint64_t inode;
   bool encrypted;
   uint8_t key[TC_XTS_KEY_SIZE];   /* when encrypted; copied, wiped on close */
+  bool integrity;                 /* authenticated (needs a key): image_integrity.h */
+  const char *name;               /* the layer's image name, for messages (copied) */
 };
 
 struct tc_image;

@@ -245,6 +245,11 @@ tc_admin_create(struct tc_client *cl, const struct tc_admin_create_opts *o)
   }
   else if (make_key(cl, o->name, o->enc_key, &m.enc_key) < 0)
     goto out;
+  if (o->integrity && !m.enc_key) {
+    r = tc_error(EINVAL, "image %s: --integrity needs a key (--enc_key)", o->name);
+    goto out;
+  }
+  m.integrity = o->integrity;
   m.name = strdup(o->name);
   const char *owner = o->owner ? o->owner : id->role == TC_ROLE_USER ? id->name : NULL;
   m.owner = owner && *owner ? strdup(owner) : NULL;
@@ -319,6 +324,8 @@ snapshot_txn(struct tc_client *cl, const char *snap, const char *name, bool set_
     live.parent_id = m.id;
     if (set_key)
       live.enc_key = (char *) newkey;   /* borrowed; m keeps (and clears) its own */
+    if (!live.enc_key)
+      live.integrity = false;           /* tags need a key */
     char kidx[512], ksnap[512], kold[256], sidx[96];
     tc_client_key(cl, kidx, sizeof kidx, "/index/image/%s", name);
     tc_client_key(cl, ksnap, sizeof ksnap, "/index/image/%s", snap);

@@ -26,6 +26,7 @@ struct tc_admin_create_opts {
   const char *owner;          /* NULL: the caller (use_perms) */
   const char *owner_group, *reader_group;
   const char *parent;         /* "NAME@SNAP": a clone of that snapshot */
+  bool integrity;             /* authenticated sectors (needs a key) */
 };
 int tc_admin_create(struct tc_client *cl, const struct tc_admin_create_opts *o);
 
