@@ -19,8 +19,19 @@ struct held {
   struct held *next;
 };
 
+/* Tag sectors this process wrote or verified, direct-mapped by group: a
+ * write of a cached group skips reading its tag sector (a round trip),
+ * and a read checks against what this process knows. */
+#define CACHE_SLOTS 4096
+struct cached {
+  uint64_t g;                  /* UINT64_MAX: empty */
+  uint8_t sector[SECTOR];
+};
+
 struct tc_integrity {
   struct tc_hmac *mac;
+  pthread_mutex_t cache_lock;
+  struct cached *cache;        /* CACHE_SLOTS entries */
   uint64_t inode;
   char name[256];
   pthread_mutex_t lock;        /* the held group ranges */
@@ -47,6 +58,15 @@ tc_integrity_new(const uint8_t key[TC_XTS_KEY_SIZE], uint64_t inode, const char 
     free(t);
     return NULL;
   }
+  if (!(t->cache = malloc(CACHE_SLOTS * sizeof *t->cache))) {
+    tc_hmac_free(t->mac);
+    free(t);
+    tc_error(ENOMEM, "image %s: out of memory", name);
+    return NULL;
+  }
+  for (int i = 0; i < CACHE_SLOTS; i++)
+    t->cache[i].g = UINT64_MAX;
+  pthread_mutex_init(&t->cache_lock, NULL);
   t->inode = inode;
   snprintf(t->name, sizeof t->name, "%s", name);
   pthread_mutex_init(&t->lock, NULL);
@@ -60,9 +80,44 @@ tc_integrity_free(struct tc_integrity *t)
   if (!t)
     return;
   tc_hmac_free(t->mac);
+  free(t->cache);
+  pthread_mutex_destroy(&t->cache_lock);
   pthread_mutex_destroy(&t->lock);
   pthread_cond_destroy(&t->released);
   free(t);
+}
+
+/* Copy group g's tag sector from the cache into out: whether it was there. */
+static bool
+cache_get(struct tc_integrity *t, uint64_t g, uint8_t *out)
+{
+  struct cached *c = &t->cache[g % CACHE_SLOTS];
+  pthread_mutex_lock(&t->cache_lock);
+  bool hit = c->g == g;
+  if (hit)
+    memcpy(out, c->sector, SECTOR);
+  pthread_mutex_unlock(&t->cache_lock);
+  return hit;
+}
+
+static void
+cache_put(struct tc_integrity *t, uint64_t g, const uint8_t *sector)
+{
+  struct cached *c = &t->cache[g % CACHE_SLOTS];
+  pthread_mutex_lock(&t->cache_lock);
+  c->g = g;
+  memcpy(c->sector, sector, SECTOR);
+  pthread_mutex_unlock(&t->cache_lock);
+}
+
+static void
+cache_drop(struct tc_integrity *t, uint64_t g)
+{
+  struct cached *c = &t->cache[g % CACHE_SLOTS];
+  pthread_mutex_lock(&t->cache_lock);
+  if (c->g == g)
+    c->g = UINT64_MAX;
+  pthread_mutex_unlock(&t->cache_lock);
 }
 
 static uint64_t phys_sector(uint64_t u) { return u / G * (G + 1) + 1 + u % G; }
@@ -161,6 +216,8 @@ batch_run(struct batch *b, const struct tc_objstore *os, size_t from, const char
 {
   pthread_mutex_lock(&b->lock);
   for (size_t i = from; i < b->n; i++) {
+    if (b->ops[i].len == 0)
+      continue;            /* stands for a cached sector */
     b->ops[i].done = op_done;
     b->ops[i].opaque = b;
     b->pending++;
@@ -280,7 +337,17 @@ tc_integrity_read(struct tc_integrity *t, const struct tc_objstore *os, uint32_t
     if (a == hi)
       continue;
     tagop[g - g0] = b.n;
-    r = batch_add(&b, TC_OBJ_READ, t->inode, tag_sector(g), 1, tags + (g - g0) * SECTOR);
+    /* A cached tag sector stands in for the stored one (a 1-sector op whose
+     * bitmap says present and which is never submitted). */
+    if (cache_get(t, g, tags + (g - g0) * SECTOR)) {
+      r = batch_add(&b, TC_OBJ_BITMAP, t->inode, tag_sector(g), 1, NULL);
+      if (r == 0) {
+        b.ops[b.n - 1].len = 0;
+        b.ops[b.n - 1].bitmap[0] = 1;
+      }
+    }
+    else
+      r = batch_add(&b, TC_OBJ_READ, t->inode, tag_sector(g), 1, tags + (g - g0) * SECTOR);
     if (r == 0)
       r = batch_add(&b, TC_OBJ_READ, t->inode, phys_sector(a), z - a + 1, buf + (a - u0) * SECTOR);
     dataend[g - g0] = b.n;
@@ -313,6 +380,9 @@ tc_integrity_read(struct tc_integrity *t, const struct tc_objstore *os, uint32_t
       tc_wipe(tag, sizeof tag);
     }
   }
+  for (uint64_t g = g0; g <= g1 && r == 0; g++)
+    if (tagop[g - g0] != SIZE_MAX && b.ops[tagop[g - g0]].len && op_has(&b.ops[tagop[g - g0]], 0))
+      cache_put(t, g, tags + (g - g0) * SECTOR);
   batch_free(&b);
   free(tags);
   free(tagop);
@@ -342,8 +412,13 @@ tc_integrity_write(struct tc_integrity *t, const struct tc_objstore *os, uint32_
     free(tags);
     return -1;
   }
-  for (uint64_t g = g0; g <= g1 && r == 0; g++)
+  for (uint64_t g = g0; g <= g1 && r == 0; g++) {
     r = batch_add(&b, TC_OBJ_READ, t->inode, tag_sector(g), 1, tags + (g - g0) * SECTOR);
+    if (r == 0 && cache_get(t, g, tags + (g - g0) * SECTOR)) {
+      b.ops[b.n - 1].len = 0;
+      b.ops[b.n - 1].bitmap[0] = 1;
+    }
+  }
   if (r == 0)
     r = batch_run(&b, os, 0, t->name, "reading tags");
   for (uint64_t g = g0; g <= g1 && r == 0; g++)
@@ -361,6 +436,12 @@ tc_integrity_write(struct tc_integrity *t, const struct tc_objstore *os, uint32_
     r = batch_add(&b, TC_OBJ_WRITE, t->inode, tag_sector(g), 1, tags + (g - g0) * SECTOR);
   if (r == 0)
     r = batch_run(&b, os, first, t->name, "writing tags");
+  for (uint64_t g = g0; g <= g1; g++) {
+    if (r == 0)
+      cache_put(t, g, tags + (g - g0) * SECTOR);
+    else
+      cache_drop(t, g);    /* what is stored is unknown now */
+  }
   first = b.n;
   for (uint64_t g = g0; g <= g1 && r == 0; g++) {
     uint64_t lo = g * G > u0 ? g * G : u0, hi = (g + 1) * G < u0 + nsec ? (g + 1) * G : u0 + nsec;
