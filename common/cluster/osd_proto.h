@@ -1,7 +1,7 @@
 /* The OSD protocol: what each operation of osd_ops.h carries in the frame
  * header (frame.h) and payload, for client->OSD and OSD->OSD requests over
  * the messenger (msgr.h). This is a contract between osd/ and the cluster
- * client (common/cluster.c); change both together.
+ * client (common/cluster/cluster.c); change both together.
  *
  * Addressing. hdr.inode is the full inode number (pool << 48 | id, see
  * image_meta.h); hdr.offset a byte offset in the inode. Every data
