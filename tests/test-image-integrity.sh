@@ -12,7 +12,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/cluster-functions.sh"
-requires tromcho tromcho-osd curl python3 openssl
+requires tromcho tromcho-osd curl python3 openssl xxd
 TOOL=$top_builddir/tests/client-tool
 start_kv
 write_conf
@@ -117,6 +117,16 @@ expect_fail "cannot shrink" tromcho modify auth --resize 2M
 tromcho modify auth --resize 8M >/dev/null || fail "grow"
 tromcho dd iimg=auth of="$TESTDIR/back" bs=64K skip=64 2>/dev/null || fail "read the grown part"
 cmp "$TESTDIR/back" <(head -c 4M /dev/zero) || fail "grown part is not zeros"
+
+# a reader process holding the image open sees another process's writes verify
+coproc LOOP { "$TOOL" keyloop auth 2>&1; }
+cleanup_fn "kill $LOOP_PID 2>/dev/null"
+ask () { echo "$1" >&"${LOOP[1]}"; read -r -t 30 line <&"${LOOP[0]}" || fail "keyloop: no answer to $1"; echo "$line"; }
+[ "$(ask open)" = "ok $(head -c 16 "$TESTDIR/model" | xxd -p)" ] || fail "reader: open"
+tromcho dd if="$TESTDIR/h4k" oimg=auth bs=4096 count=1 2>/dev/null || fail "write sector 0 from another process"
+[ "$(ask read)" = "ok $(head -c 16 "$TESTDIR/h4k" | xxd -p)" ] || fail "the open reader does not verify the other process's write"
+exec {LOOP[1]}>&-
+echo "a reader beside the writer: the writer's new sector verifies in the reader"
 
 # a writer killed at random moments (8 threads, overlapping unaligned
 # writes): every sector still verifies, holding its old or its new data

@@ -19,9 +19,9 @@ struct held {
   struct held *next;
 };
 
-/* Tag sectors this process wrote or verified, direct-mapped by group: a
- * write of a cached group skips reading its tag sector (a round trip),
- * and a read checks against what this process knows. */
+/* Tag sectors this process wrote or read, direct-mapped by group: a write
+ * of a cached group skips reading its tag sector (a round trip). Only
+ * writes use it (one writer process per image, see the header). */
 #define CACHE_SLOTS 4096
 struct cached {
   uint64_t g;                  /* UINT64_MAX: empty */
@@ -337,17 +337,9 @@ tc_integrity_read(struct tc_integrity *t, const struct tc_objstore *os, uint32_t
     if (a == hi)
       continue;
     tagop[g - g0] = b.n;
-    /* A cached tag sector stands in for the stored one (a 1-sector op whose
-     * bitmap says present and which is never submitted). */
-    if (cache_get(t, g, tags + (g - g0) * SECTOR)) {
-      r = batch_add(&b, TC_OBJ_BITMAP, t->inode, tag_sector(g), 1, NULL);
-      if (r == 0) {
-        b.ops[b.n - 1].len = 0;
-        b.ops[b.n - 1].bitmap[0] = 1;
-      }
-    }
-    else
-      r = batch_add(&b, TC_OBJ_READ, t->inode, tag_sector(g), 1, tags + (g - g0) * SECTOR);
+    /* Always the stored tag sector, never the cache: another process may
+     * have written the image since (a reader beside the one writer). */
+    r = batch_add(&b, TC_OBJ_READ, t->inode, tag_sector(g), 1, tags + (g - g0) * SECTOR);
     if (r == 0)
       r = batch_add(&b, TC_OBJ_READ, t->inode, phys_sector(a), z - a + 1, buf + (a - u0) * SECTOR);
     dataend[g - g0] = b.n;
