@@ -148,6 +148,12 @@ rawput crash "$(phys 80)" < "$TESTDIR/v1"
 readsec crash 80 || fail "old data under a newer tag sector (a crash between tag and data writes) fails: $(cat "$TESTDIR/err")"
 cmp "$TESTDIR/out" <(dd if="$TESTDIR/data" bs=4096 skip=80 count=1 2>/dev/null) || fail "not the old data"
 echo "tag written, data lost: the old data still verifies (the previous tag)"
+# ... and twice in a row (each time a new process): still the old data
+tromcho dd if="$TESTDIR/h4k" oimg=crash bs=4096 seek=80 count=1 2>/dev/null || fail "v3 of 80"
+rawput crash "$(phys 80)" < "$TESTDIR/v1"
+readsec crash 80 || fail "old data after two lost data writes fails: $(cat "$TESTDIR/err")"
+cmp "$TESTDIR/out" <(dd if="$TESTDIR/data" bs=4096 skip=80 count=1 2>/dev/null) || fail "not the old data (twice)"
+echo "two lost data writes in a row: the old data still verifies"
 
 # not caught: an old version of a sector replayed with its tag sector
 tromcho dd if="$TESTDIR/data" oimg=auth bs=4096 seek=70 skip=70 count=1 2>/dev/null || fail "old version of 70"

@@ -19,9 +19,10 @@ struct held {
   struct held *next;
 };
 
-/* Tag sectors this process wrote or read, direct-mapped by group: a write
- * of a cached group skips reading its tag sector (a round trip). Only
- * writes use it (one writer process per image, see the header). */
+/* Tag sectors this process wrote, direct-mapped by group: a write of a
+ * cached group skips reading its tag sector (a round trip). Only writes
+ * fill and use it, under the group lock: a reader's copy could be older
+ * than a concurrent writer's (one writer process per image, see the header). */
 #define CACHE_SLOTS 4096
 struct cached {
   uint64_t g;                  /* UINT64_MAX: empty */
@@ -301,6 +302,8 @@ unlock_groups(struct tc_integrity *t, uint64_t g0, uint64_t g1)
 
 /* --- reads --- */
 
+static const uint8_t zero[TC_INTEG_SLOT];
+
 static int
 fail_sector(struct tc_integrity *t, uint64_t u, const char *why)
 {
@@ -310,9 +313,29 @@ fail_sector(struct tc_integrity *t, uint64_t u, const char *why)
                   (unsigned long long) u * SECTOR, why);
 }
 
+static int read_once(struct tc_integrity *t, const struct tc_objstore *os, uint32_t block_size, uint64_t off,
+                     uint64_t len, uint8_t *buf, const uint8_t *need, uint8_t *have);
+
+/* Under the group lock, so a write of this process is never seen half
+ * done (its tag sector without its data); a failure is retried once, for a
+ * write of another process seen half done. */
 int
 tc_integrity_read(struct tc_integrity *t, const struct tc_objstore *os, uint32_t block_size, uint64_t off,
                   uint64_t len, uint8_t *buf, const uint8_t *need, uint8_t *have)
+{
+  uint64_t g0 = off / SECTOR / G, g1 = (off + len - 1) / SECTOR / G;
+  if (lock_groups(t, g0, g1) < 0)
+    return -1;
+  int r = read_once(t, os, block_size, off, len, buf, need, have);
+  if (r < 0 && errno == EIO)
+    r = read_once(t, os, block_size, off, len, buf, need, have);
+  unlock_groups(t, g0, g1);
+  return r;
+}
+
+static int
+read_once(struct tc_integrity *t, const struct tc_objstore *os, uint32_t block_size, uint64_t off,
+          uint64_t len, uint8_t *buf, const uint8_t *need, uint8_t *have)
 {
   uint64_t u0 = off / SECTOR, nsec = len / SECTOR;
   uint64_t g0 = u0 / G, g1 = (u0 + nsec - 1) / G, ng = g1 - g0 + 1;
@@ -352,7 +375,6 @@ tc_integrity_read(struct tc_integrity *t, const struct tc_objstore *os, uint32_t
       continue;
     size_t ti = tagop[g - g0];
     const uint8_t *slot = tags + (g - g0) * SECTOR + (u % G) * TC_INTEG_SLOT;
-    static const uint8_t zero[TC_INTEG_SLOT];
     bool tagged = op_has(&b.ops[ti], 0) && !tc_memeq_ct(slot, zero, TC_INTEG_SLOT);
     /* The data ops of group g follow its tag op. */
     bool data = present(&b, ti + 1, dataend[g - g0], phys_sector(u));
@@ -372,9 +394,6 @@ tc_integrity_read(struct tc_integrity *t, const struct tc_objstore *os, uint32_t
       tc_wipe(tag, sizeof tag);
     }
   }
-  for (uint64_t g = g0; g <= g1 && r == 0; g++)
-    if (tagop[g - g0] != SIZE_MAX && b.ops[tagop[g - g0]].len && op_has(&b.ops[tagop[g - g0]], 0))
-      cache_put(t, g, tags + (g - g0) * SECTOR);
   batch_free(&b);
   free(tags);
   free(tagop);
@@ -389,27 +408,41 @@ tc_integrity_write(struct tc_integrity *t, const struct tc_objstore *os, uint32_
 {
   uint64_t u0 = off / SECTOR, nsec = len / SECTOR;
   uint64_t g0 = u0 / G, g1 = (u0 + nsec - 1) / G, ng = g1 - g0 + 1;
-  uint8_t *tags = aligned_alloc(SECTOR, ng * SECTOR);
+  uint8_t *tags = aligned_alloc(SECTOR, ng * SECTOR), *old = aligned_alloc(SECTOR, len);
+  bool *hit = calloc(ng, sizeof *hit);
   struct batch b;
-  int r = batch_init(&b, block_size, 2 * ng + ng * (4 + (G + 1) * (uint64_t) SECTOR / block_size));
-  if (r == 0 && !tags)
+  int r = batch_init(&b, block_size, 2 * ng + 2 * ng * (4 + (G + 1) * (uint64_t) SECTOR / block_size));
+  if (r == 0 && (!tags || !old || !hit))
     r = tc_error(ENOMEM, "image %s: out of memory", t->name);
   if (r < 0) {
     batch_free(&b);
     free(tags);
+    free(old);
+    free(hit);
     return r;
   }
   if (lock_groups(t, g0, g1) < 0) {
     batch_free(&b);
     free(tags);
+    free(old);
+    free(hit);
     return -1;
   }
   for (uint64_t g = g0; g <= g1 && r == 0; g++) {
     r = batch_add(&b, TC_OBJ_READ, t->inode, tag_sector(g), 1, tags + (g - g0) * SECTOR);
-    if (r == 0 && cache_get(t, g, tags + (g - g0) * SECTOR)) {
+    if (r == 0 && (hit[g - g0] = cache_get(t, g, tags + (g - g0) * SECTOR))) {
       b.ops[b.n - 1].len = 0;
       b.ops[b.n - 1].bitmap[0] = 1;
     }
+  }
+  /* Groups this process has not written yet: the stored data too, since an
+   * earlier writer may have died between its tag and its data writes (then
+   * the data matches the previous tag, which must stay the previous one). */
+  size_t nref = b.n;
+  for (uint64_t g = g0; g <= g1 && r == 0; g++) {
+    uint64_t lo = g * G > u0 ? g * G : u0, hi = (g + 1) * G < u0 + nsec ? (g + 1) * G : u0 + nsec;
+    if (!hit[g - g0])
+      r = batch_add(&b, TC_OBJ_READ, t->inode, phys_sector(lo), hi - lo, old + (lo - u0) * SECTOR);
   }
   if (r == 0)
     r = batch_run(&b, os, 0, t->name, "reading tags");
@@ -419,6 +452,12 @@ tc_integrity_write(struct tc_integrity *t, const struct tc_objstore *os, uint32_
   for (uint64_t s = 0; s < nsec && r == 0; s++) {
     uint64_t u = u0 + s;
     uint8_t *slot = tags + (u / G - g0) * SECTOR + (u % G) * TC_INTEG_SLOT;
+    if (!hit[u / G - g0] && present(&b, nref, b.n, phys_sector(u))) {
+      uint8_t was[TAG];
+      make_tag(t, u, old + s * SECTOR, was);
+      if (!tc_memeq_ct(was, slot, TAG) && tc_memeq_ct(was, slot + TAG, TAG))
+        memcpy(slot, slot + TAG, TAG);  /* the stored data is the previous version */
+    }
     memmove(slot + TAG, slot, TAG);     /* the current tag becomes the previous one */
     make_tag(t, u, ct + s * SECTOR, slot);
   }
@@ -441,9 +480,14 @@ tc_integrity_write(struct tc_integrity *t, const struct tc_objstore *os, uint32_
   }
   if (r == 0)
     r = batch_run(&b, os, first, t->name, "write");
+  if (r < 0)
+    for (uint64_t g = g0; g <= g1; g++)
+      cache_drop(t, g);    /* the data may not match the cached tags */
   unlock_groups(t, g0, g1);
   batch_free(&b);
   free(tags);
+  free(old);
+  free(hit);
   return r;
 }
 

@@ -21,6 +21,12 @@
  * old data, which the older tag still accepts. Writes of one group are
  * serialized in the process.
  *
+ * Reads hold the group lock (a write of this process is never seen half
+ * done) and retry a failure once (another process's write seen half done).
+ * A write of a group this process has not written yet also reads the
+ * stored data, so a writer that died between its tag and data writes
+ * leaves the old data verifiable however often that repeats.
+ *
  * Not caught: the replay of an older version of the same sector together
  * with its tag sector (and the previous version alone, the second tag);
  * several processes writing one image at once (tag sectors are
