@@ -74,12 +74,13 @@ int
 cmd_image_rm(int argc, char **argv, struct tc_config *cfg)
 {
   const char *pos[1];
+  bool shred = false;
   int npos;
-  const struct cli_opt opts[] = { { NULL } };
+  const struct cli_opt opts[] = { { "--shred", NULL, NULL, &shred }, { NULL } };
   if (cli_parse("rm", argc, argv, opts, pos, 1, &npos) < 0)
     return 1;
   if (npos != 1) {
-    fprintf(stderr, "tromcho rm: give the image name: rm NAME\n");
+    fprintf(stderr, "tromcho rm: give the image name: rm NAME [--shred]\n");
     return 1;
   }
   struct tc_client *cl = cli_client("rm", cfg);
@@ -87,11 +88,15 @@ cmd_image_rm(int argc, char **argv, struct tc_config *cfg)
     return 1;
   struct cli_progress pr;
   cli_progress_start(&pr, "rm", 0);
-  int r = tc_admin_delete_progress(cl, pos[0], cli_progress_cb, &pr);
+  int64_t rev = 0;
+  int r = tc_admin_delete_shred_progress(cl, pos[0], shred, &rev, cli_progress_cb, &pr);
   cli_progress_end(&pr);
   tc_client_free(cl);
   if (r < 0)
     return cli_fail("rm");
+  if (shred && rev)
+    printf("Key of %s shredded at KV revision %lld (the KV's history keeps older values until it is compacted "
+           "at or after it: etcdctl compact %lld)\n", pos[0], (long long) rev, (long long) rev);
   printf("Image %s deleted\n", pos[0]);
   return 0;
 }

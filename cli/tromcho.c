@@ -20,17 +20,18 @@ static const struct tc_command commands[] = {
   { "pool-rm", cmd_pool_rm, "pool-rm NAME                      remove a pool" },
   { "osd-create", cmd_osd_create, "osd-create --data PATH [--osd_num N] [--size 8G] [--block-size 128k] [--meta PATH] [--force]\n"
     "                                    format a data file or device as an OSD store (--osd_num: allocated in the KV when absent)" },
-  { "create", cmd_image_create, "create NAME -s SIZE [--pool P] [--enc_key auto|none|HEX|vault:ID] [--owner U]\n"
+  { "create", cmd_image_create, "create NAME -s SIZE [--pool P] [--enc_key auto|none|HEX|vault:ID] [--integrity] [--owner U]\n"
     "       [--owner_group G] [--reader_group G] [--parent NAME@SNAP]   create an image (or a clone)" },
   { "ls", cmd_image_ls, "ls [--json]                       images you may read: size, used, layers, encryption" },
   { "info", cmd_image_info, "info NAME [--json]                one image's record" },
   { "modify", cmd_image_modify, "modify NAME [--resize SIZE] [--rename NEW] [--readonly|--readwrite] [--owner U]\n"
     "       [--owner_group G] [--reader_group G]                      change an image" },
-  { "snap-create", cmd_image_snap_create, "snap-create NAME@SNAP              snapshot an image" },
-  { "clone", cmd_image_clone, "clone NAME@SNAP NEW [--enc_key auto|none|HEX] [--pool P]  a new image over a snapshot\n"
+  { "snap-create", cmd_image_snap_create, "snap-create NAME@SNAP [--enc_key auto|none|HEX|vault:ID]\n"
+    "                                   snapshot an image (--enc_key: its new top layer's own key; the snapshot keeps the old)" },
+  { "clone", cmd_image_clone, "clone NAME@SNAP NEW [--enc_key auto|none|HEX|vault:ID] [--integrity] [--pool P]  a new image over a snapshot\n"
     "                                    (default key: the snapshot's)" },
   { "flatten", cmd_image_flatten, "flatten NAME                      copy the parents' data in, re-encrypted; drop the parent" },
-  { "rm", cmd_image_rm, "rm NAME                           delete an image (or NAME@SNAP) and its data" },
+  { "rm", cmd_image_rm, "rm NAME [--shred]                 delete an image (or NAME@SNAP) and its data (--shred: destroy its KV-held key first)" },
   { "dd", cmd_dd, "dd [if=FILE|iimg=IMAGE] [of=FILE|oimg=IMAGE] [bs=1M] [count=N] [skip=N] [seek=N]\n"
     "       [iflag=direct] [oflag=direct] [conv=notrunc] [iodepth=8]   copy data" },
   { "status", cmd_status, "status [--json]                   OSDs up and down, PGs clean, degraded, recovering" },

@@ -8,6 +8,7 @@
 #include "error.h"
 #include "image.h"
 #include "image_int.h"
+#include "image_integrity.h"
 #include "sector_lock.h"
 
 /* --- XTS context pool --- */
@@ -161,6 +162,7 @@ image_read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t le
   int nchunks = count_chunks(img, off, len);
   size_t bmstride = img->block_size / SECTOR / 8 + 1;
   int r = -1;
+  uint8_t *have = NULL;
   uint8_t *need = malloc(nsec);
   uint8_t *bitmaps = calloc(nchunks, bmstride);
   struct tc_objop *ops = calloc(nchunks, sizeof *ops);
@@ -182,6 +184,25 @@ image_read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t le
         goto out;
       }
       dst = tmp;
+    }
+    if (ly->integ) {
+      if (!have && !(have = malloc(nsec))) {
+        tc_error(ENOMEM, "image read: out of memory");
+        goto out;
+      }
+      if (tc_integrity_read(ly->integ, &img->os, img->block_size, off, len, dst, need, have) < 0)
+        goto out;
+      for (uint64_t s = 0; s < nsec; s++) {
+        if (!need[s] || !have[s])
+          continue;
+        if (l > 0)
+          memcpy(buf + s * SECTOR, tmp + s * SECTOR, SECTOR);
+        if (image_layer_crypt(ly, false, off / SECTOR + s, buf + s * SECTOR, buf + s * SECTOR, SECTOR) < 0)
+          goto out;
+        need[s] = 0;
+        left--;
+      }
+      continue;
     }
     int n = make_chunks(img, ops, TC_OBJ_READ, ly->inode, off, len, dst, bitmaps, bmstride);
     /* Skip chunks with nothing left to find. */
@@ -219,6 +240,7 @@ image_read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t le
       memset(buf + s * SECTOR, 0, SECTOR);
   r = 0;
 out:
+  free(have);
   free(need);
   free(bitmaps);
   free(ops);
@@ -246,8 +268,12 @@ image_write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint
       goto out;
     src = bounce;
   }
-  int n = make_chunks(img, ops, TC_OBJ_WRITE, ly->inode, off, len, src, NULL, 0);
-  r = image_run_ops(img, ops, n, "write");
+  if (ly->integ)
+    r = tc_integrity_write(ly->integ, &img->os, img->block_size, off, len, src);
+  else {
+    int n = make_chunks(img, ops, TC_OBJ_WRITE, ly->inode, off, len, src, NULL, 0);
+    r = image_run_ops(img, ops, n, "write");
+  }
 out:
   free(ops);
   free(bounce);
@@ -296,6 +322,17 @@ tc_image_new(const struct tc_objstore *os, uint32_t block_size, uint64_t size,
       }
       xts_put(&l->xts, x);
     }
+    if (layers[i].integrity) {
+      if (!l->encrypted) {
+        tc_error(EINVAL, "image %s: an authenticated layer needs a key", layers[i].name ? layers[i].name : "?");
+        tc_image_free(img);
+        return NULL;
+      }
+      if (!(l->integ = tc_integrity_new(layers[i].key, l->inode, layers[i].name ? layers[i].name : "?"))) {
+        tc_image_free(img);
+        return NULL;
+      }
+    }
   }
   return img;
 }
@@ -307,8 +344,10 @@ tc_image_free(struct tc_image *img)
     return;
   if (img->close_fn)
     img->close_fn(img->close_arg, img);
-  for (int i = 0; i < img->nlayers; i++)
+  for (int i = 0; i < img->nlayers; i++) {
     xts_pool_destroy(&img->layers[i].xts);
+    tc_integrity_free(img->layers[i].integ);
+  }
   free(img->layers);
   tc_sector_locks_put(img->locks);
   pthread_mutex_destroy(&img->lock);
@@ -356,10 +395,26 @@ tc_image_set_readonly(struct tc_image *img, const char *why)
   __atomic_store_n(&img->readonly, true, __ATOMIC_RELEASE);
 }
 
+void
+tc_image_set_revoked(struct tc_image *img, const char *why)
+{
+  pthread_mutex_lock(&img->lock);
+  snprintf(img->ro_why, sizeof img->ro_why, "%s", why ? why : "key revoked");
+  pthread_mutex_unlock(&img->lock);
+  __atomic_store_n(&img->revoked, true, __ATOMIC_RELEASE);
+  __atomic_store_n(&img->readonly, true, __ATOMIC_RELEASE);
+}
+
 static int
 check_range(struct tc_image *img, uint64_t len, uint64_t off, bool write)
 {
   uint64_t size = tc_image_size(img);
+  if (__atomic_load_n(&img->revoked, __ATOMIC_ACQUIRE)) {
+    pthread_mutex_lock(&img->lock);
+    tc_error(EKEYREVOKED, "image: %s", img->ro_why);
+    pthread_mutex_unlock(&img->lock);
+    return -1;
+  }
   if (write && tc_image_readonly(img)) {
     pthread_mutex_lock(&img->lock);
     tc_error(EROFS, "image: read-only%s%s", img->ro_why[0] ? ": " : "", img->ro_why);
@@ -481,7 +536,9 @@ tc_image_zero(struct tc_image *img, uint64_t len, uint64_t off, bool may_trim)
 bool
 tc_image_zero_fast(const struct tc_image *img, bool may_trim)
 {
-  return may_trim && img->nlayers == 1;
+  /* An authenticated layer writes zeros (with tags): a deallocated sector
+   * whose tag says written would fail its check. */
+  return may_trim && img->nlayers == 1 && !img->layers[0].integ;
 }
 
 int
@@ -513,6 +570,10 @@ tc_image_extents(struct tc_image *img, uint64_t len, uint64_t off, tc_extent_cb 
     uint64_t n = a1 - pos < window ? a1 - pos : window;
     memset(alloc, 0, n / SECTOR);
     for (int l = 0; l < img->nlayers && r == 0; l++) {
+      if (img->layers[l].integ) {
+        r = tc_integrity_present(img->layers[l].integ, &img->os, img->block_size, pos, n, alloc);
+        continue;
+      }
       int k = make_chunks(img, ops, TC_OBJ_BITMAP, img->layers[l].inode, pos, n, NULL, bitmaps, bmstride);
       memset(bitmaps, 0, (size_t) k * bmstride);
       r = image_run_ops(img, ops, k, "extents");

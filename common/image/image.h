@@ -25,6 +25,8 @@ struct tc_layer_desc {
   uint64_t inode;
   bool encrypted;
   uint8_t key[TC_XTS_KEY_SIZE];   /* when encrypted; copied, wiped on close */
+  bool integrity;                 /* authenticated (needs a key): image_integrity.h */
+  const char *name;               /* the layer's image name, for messages (copied) */
 };
 
 struct tc_image;
@@ -44,6 +46,9 @@ bool tc_image_readonly(const struct tc_image *img);
 /* From now on writes fail with EROFS and why in the message (e.g. the image
  * was snapshotted or deleted while open). Thread-safe. */
 void tc_image_set_readonly(struct tc_image *img, const char *why);
+/* From now on reads and writes fail with EKEYREVOKED and why (the image's
+ * key was shredded). Thread-safe. */
+void tc_image_set_revoked(struct tc_image *img, const char *why);
 
 /* Return 0, or -1 with errno and tc_last_error(). Ranges beyond the end of
  * the image fail with EINVAL (ENOSPC for writes). */

@@ -21,6 +21,7 @@ struct layer {
   uint64_t inode;
   bool encrypted;
   struct xts_pool xts;
+  struct tc_integrity *integ;   /* authenticated layer: tags (image_integrity.c) */
 };
 
 struct tc_image {
@@ -32,7 +33,8 @@ struct tc_image {
   struct layer *layers;
   pthread_mutex_t lock;     /* protects size and ro_why */
   struct tc_sector_locks *locks;   /* shared by every handle of the image */
-  char ro_why[200];          /* why it became read-only while open */
+  char ro_why[200];          /* why it became read-only (or revoked) while open */
+  bool revoked;              /* key shredded: no I/O at all */
   void (*close_fn)(void *arg, struct tc_image *img);
   void *close_arg;
 };

@@ -112,9 +112,36 @@ done:
   return r;
 }
 
+/* An authenticated layer 0 (image_integrity.c): its data sectors sit among
+ * tag sectors and each write must update a tag, so partial sectors are a
+ * read (verified) - patch - write of whole sectors under the in-process
+ * sector lock the caller holds. Authenticated images have one writer
+ * process (common/README.md). */
+static int
+write_partial_integrity(struct tc_image *img, const uint8_t *buf, uint64_t len, uint64_t off)
+{
+  uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
+  uint8_t *tmp = aligned_alloc(SECTOR, a1 - a0);
+  if (!tmp)
+    return tc_error(ENOMEM, "image write: out of memory");
+  int r = image_read_sectors(img, tmp, a0, a1 - a0);
+  if (r == 0) {
+    if (buf)
+      memcpy(tmp + (off - a0), buf, len);
+    else
+      memset(tmp + (off - a0), 0, len);
+    r = image_write_sectors(img, tmp, a0, a1 - a0);
+  }
+  tc_wipe(tmp, a1 - a0);
+  free(tmp);
+  return r;
+}
+
 int
 image_write_partial(struct tc_image *img, const uint8_t *buf, uint64_t len, uint64_t off)
 {
+  if (img->layers[0].integ)
+    return write_partial_integrity(img, buf, len, off);
   uint64_t end = off + len;
   uint64_t w0 = (off + SECTOR - 1) / SECTOR * SECTOR, w1 = end / SECTOR * SECTOR;
   /* The partial pieces: at most one at each end (one if it is all inside
