@@ -44,7 +44,8 @@ WAIT_SECS=8 wait_for grep -q "osd 1: cannot reach the KV: kv: $KV_URL: .*Connect
 sleep 2
 kill -0 $osd 2>/dev/null || { cat "$TESTDIR/osd1.log"; fail "the OSD exited while the KV was down"; }
 kv_spawn kv
-WAIT_SECS=20 wait_for test -n "$(kv_get /tromcho/osd/state/1)" ||
+registered () { [ -n "$(kv_get /tromcho/osd/state/1)" ]; }
+WAIT_SECS=20 wait_for registered ||
   { cat "$TESTDIR/osd1.log"; fail "the OSD did not register once the KV was back"; }
 grep -q "osd 1: the KV at $KV_URL answers" "$TESTDIR/osd1.log" || fail "no log line when the KV came back"
 echo "test-kv-unreachable: ok"
