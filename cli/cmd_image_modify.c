@@ -2,6 +2,7 @@
 #include <config.h>
 #include <stdio.h>
 #include <string.h>
+#include "cli_progress.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "image_admin.h"
@@ -58,7 +59,10 @@ cmd_image_flatten(int argc, char **argv, struct tc_config *cfg)
   struct tc_client *cl = cli_client("flatten", cfg);
   if (!cl)
     return 1;
-  int r = tc_admin_flatten(cl, pos[0]);
+  struct cli_progress pr;
+  cli_progress_start(&pr, "flatten", 0);
+  int r = tc_admin_flatten_progress(cl, pos[0], cli_progress_cb, &pr);
+  cli_progress_end(&pr);
   tc_client_free(cl);
   if (r < 0)
     return cli_fail("flatten");
@@ -81,7 +85,10 @@ cmd_image_rm(int argc, char **argv, struct tc_config *cfg)
   struct tc_client *cl = cli_client("rm", cfg);
   if (!cl)
     return 1;
-  int r = tc_admin_delete(cl, pos[0]);
+  struct cli_progress pr;
+  cli_progress_start(&pr, "rm", 0);
+  int r = tc_admin_delete_progress(cl, pos[0], cli_progress_cb, &pr);
+  cli_progress_end(&pr);
   tc_client_free(cl);
   if (r < 0)
     return cli_fail("rm");

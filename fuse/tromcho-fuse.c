@@ -214,6 +214,9 @@ static const struct fuse_operations ops = {
   .fallocate = tf_fallocate,
 };
 
+/* Idle worker threads libfuse keeps (its documented default before 3.12). */
+#define TF_MAX_IDLE_THREADS "10"
+
 static void
 usage(FILE *f)
 {
@@ -245,7 +248,22 @@ main(int argc, char **argv)
   }
   tc_log_set_level(lvl);
   mount_time = time(NULL);
-  int r = fuse_main(argc, argv, &ops, NULL);
+  /* libfuse 3.14 leaves max_idle_threads at UINT_MAX when not given and then
+   * warns "Ignoring invalid max threads value 4294967295": give it one. */
+  struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+  bool idle_given = false, ok = true;
+  for (int i = 0; i < argc; i++) {
+    idle_given |= strstr(argv[i], "max_idle_threads=") != NULL;
+    ok &= fuse_opt_add_arg(&args, argv[i]) == 0;
+  }
+  if (!ok || (!idle_given && fuse_opt_add_arg(&args, "-omax_idle_threads=" TF_MAX_IDLE_THREADS) < 0)) {
+    fuse_opt_free_args(&args);
+    fprintf(stderr, "tromcho-fuse: out of memory adding -o max_idle_threads\n");
+    tc_config_free(cfg);
+    return 1;
+  }
+  int r = fuse_main(args.argc, args.argv, &ops, NULL);
+  fuse_opt_free_args(&args);
   tc_config_free(cfg);
   return r;
 }

@@ -23,6 +23,7 @@ fuse_pid=$!
 cleanup_fn "fusermount3 -u '$MNT' 2>/dev/null; stop_pid $fuse_pid"
 wait_for test -f "$MNT/enc" || { cat "$TESTDIR/fuse.log"; fail "mount did not show the images"; }
 [ "$(ls "$MNT" | tr '\n' ' ')" = "enc plain " ] || fail "listing: $(ls "$MNT")"
+! grep -q "Ignoring invalid" "$TESTDIR/fuse.log" || fail "libfuse warns at start: $(cat "$TESTDIR/fuse.log")"
 [ "$(stat -c %s "$MNT/enc")" = $((32 << 20)) ] || fail "size of enc"
 
 # Writes at odd offsets through the file, then read back through the CLI.

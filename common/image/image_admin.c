@@ -375,7 +375,7 @@ many_done(struct tc_objop *op)
 }
 
 static int
-run_many(struct tc_client *cl, struct tc_objop *ops, size_t n)
+run_many(struct tc_client *cl, struct tc_objop *ops, size_t n, tc_admin_progress_fn fn, void *arg)
 {
   struct tc_objstore os = tc_cluster_objstore(tc_client_cluster(cl));
   struct many w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
@@ -387,6 +387,8 @@ run_many(struct tc_client *cl, struct tc_objop *ops, size_t n)
     ops[i].opaque = &w;
     w.inflight++;
     pthread_mutex_unlock(&w.lock);
+    if (fn)
+      fn(arg, (uint64_t) i * ops[i].len, (uint64_t) n * ops[i].len);
     int r = os.submit(os.ctx, &ops[i]);
     pthread_mutex_lock(&w.lock);
     if (r < 0) {
@@ -405,7 +407,7 @@ run_many(struct tc_client *cl, struct tc_objop *ops, size_t n)
 
 /* DELETE every object of inode (SEC_LIST to find them). */
 static int
-delete_objects(struct tc_client *cl, uint64_t inode)
+delete_objects(struct tc_client *cl, uint64_t inode, tc_admin_progress_fn fn, void *arg)
 {
   uint32_t bs;
   if (tc_client_block_size(cl, TC_INODE_POOL(inode), &bs) < 0)
@@ -424,13 +426,19 @@ delete_objects(struct tc_client *cl, uint64_t inode)
     if (e[i].inode == inode && e[i].bitmap)
       ops[n++] = (struct tc_objop) { .code = TC_OBJ_DELETE, .inode = inode, .offset = e[i].offset, .len = bs };
   free(e);
-  int r = run_many(cl, ops, n);
+  int r = run_many(cl, ops, n, fn, arg);
   free(ops);
   return r;
 }
 
 int
 tc_admin_delete(struct tc_client *cl, const char *name)
+{
+  return tc_admin_delete_progress(cl, name, NULL, NULL);
+}
+
+int
+tc_admin_delete_progress(struct tc_client *cl, const char *name, tc_admin_progress_fn fn, void *arg)
 {
   struct tc_image_meta m;
   int64_t nrev, irev;
@@ -447,7 +455,7 @@ tc_admin_delete(struct tc_client *cl, const char *name)
     r = tc_error(EBUSY, "image %s: has children (%s): delete or flatten them first", name, kids ? kids : "?");
     goto out;
   }
-  if (delete_objects(cl, TC_INODE(m.pool, m.id)) < 0) {
+  if (delete_objects(cl, TC_INODE(m.pool, m.id), fn, arg) < 0) {
     r = tc_error(errno, "image %s: deleting its data: %s", name, tc_last_error());
     goto out;
   }
@@ -494,6 +502,12 @@ presence_cb(void *opaque, uint64_t off, uint64_t len, bool allocated)
 
 int
 tc_admin_flatten(struct tc_client *cl, const char *name)
+{
+  return tc_admin_flatten_progress(cl, name, NULL, NULL);
+}
+
+int
+tc_admin_flatten_progress(struct tc_client *cl, const char *name, tc_admin_progress_fn fn, void *arg)
 {
   struct tc_image_meta m;
   int64_t irev;
@@ -544,8 +558,12 @@ tc_admin_flatten(struct tc_client *cl, const char *name)
       if (tc_image_read(full, buf, len, off) < 0 || tc_image_write(full, buf, len, off) < 0)
         goto out;
       s = e;
+      if (fn)
+        fn(arg, off + len, m.size);
     }
   }
+  if (fn)
+    fn(arg, m.size, m.size);
   if (tc_image_flush(full) < 0)
     goto out;
   /* Drop the parent link. */

@@ -32,12 +32,21 @@ int tc_admin_create(struct tc_client *cl, const struct tc_admin_create_opts *o);
 /* "NAME@SNAP": snapshot NAME. */
 int tc_admin_snapshot(struct tc_client *cl, const char *snap);
 
+/* Progress of a long operation: `done` of `total` bytes (flatten: bytes of
+ * the image scanned; delete: bytes of objects deleted). Called from the
+ * caller's thread. */
+typedef void (*tc_admin_progress_fn)(void *arg, uint64_t done, uint64_t total);
+
 /* Copy every sector NAME sees through its parents into NAME itself,
  * encrypted with NAME's key, then drop the parent link. */
 int tc_admin_flatten(struct tc_client *cl, const char *name);
+/* The same, reporting progress to fn (may be NULL). */
+int tc_admin_flatten_progress(struct tc_client *cl, const char *name, tc_admin_progress_fn fn, void *arg);
 
 /* Delete NAME (or NAME@SNAP): its objects, then its records. */
 int tc_admin_delete(struct tc_client *cl, const char *name);
+/* The same, reporting progress to fn (may be NULL). */
+int tc_admin_delete_progress(struct tc_client *cl, const char *name, tc_admin_progress_fn fn, void *arg);
 
 struct tc_admin_modify_opts {
   uint64_t resize;            /* 0: keep */
