@@ -83,6 +83,31 @@ pick_address(const struct tc_config *cfg, char *out, size_t outlen)
   return 0;
 }
 
+/* Wait until the KV answers: a daemon started before its KV (or while it
+ * is down) keeps trying and says so every 10 s, naming the address and the
+ * cause, instead of exiting. Other errors (refused certificate, ...) end
+ * it. SIGTERM still stops it: signals are not blocked yet. */
+static int
+wait_for_kv(struct osd *o)
+{
+  for (int n = 0;; n++) {
+    struct tc_kv_result res;
+    struct tc_kv_request req = { .type = TC_KV_REQ_OP,
+                                 .op = { .type = TC_KV_RANGE, .key = o->prefix, .prefix = true, .count_only = true } };
+    if (tc_kv_request(o->kv, &req, &res) == 0) {
+      tc_kv_result_free(&res);
+      if (n)
+        tc_info("osd %" PRIu64 ": the KV at %s answers", o->osd_num, tc_kv_current_url(o->kv));
+      return 0;
+    }
+    if (errno != ECONNREFUSED && errno != ETIMEDOUT && errno != EHOSTUNREACH && errno != EAGAIN)
+      return -1;
+    if (n % 10 == 0)
+      tc_warn("osd %" PRIu64 ": cannot reach the KV: %s; retrying", o->osd_num, tc_last_error());
+    sleep(1);
+  }
+}
+
 /* The data (and meta) path of OSD n as osd-create recorded it. */
 static int
 data_path_from_kv(struct osd *o, char **data, char **meta)
@@ -210,6 +235,10 @@ main(int argc, char **argv)
   o->osd_num = (uint64_t) tc_config_int(cfg, "osd_num");
   if (!(o->kv = tc_kv_new_from_config(cfg))) {
     fprintf(stderr, "tromcho-osd: KV client: %s\n", tc_last_error());
+    goto out;
+  }
+  if (wait_for_kv(o) < 0) {
+    fprintf(stderr, "tromcho-osd: osd %" PRIu64 ": %s\n", o->osd_num, tc_last_error());
     goto out;
   }
   if (tc_config_str(cfg, "osd_data")) {

@@ -24,6 +24,11 @@
  * added, so time spent pending inside curl would count against the request,
  * and watch streams (which hold a connection for ever) would starve it. */
 #define CONNS_PER_ENDPOINT 8
+/* After a blocking call found no endpoint reachable, the calls of the next
+ * DOWN_HOLD_S seconds fail at once with its error, and later ones try each
+ * endpoint once instead of for etcd_slow_timeout: a command against a KV
+ * that is down says so within one timeout, not one per request it makes. */
+#define DOWN_HOLD_S 1.0
 /* Easy handles (each with its kept-alive connection) for blocking calls;
  * more callers wait for one. */
 #define BLOCKING_CONNS 8
@@ -96,6 +101,9 @@ struct tc_kv {
   int n_pool;                    /* idle ones in pool */
   int n_easy;                    /* blocking handles that exist (idle or in use) */
   pthread_cond_t pool_cond;      /* a blocking handle was returned */
+  double down_at;                /* when blocking calls last found no endpoint (0: reachable) */
+  int down_err;                  /* ... its errno and message */
+  char down_msg[512];
   /* the loop */
   CURLM *multi;
   bool loop_ready, external, stop;
@@ -386,8 +394,15 @@ finish_attempt(struct tc_kv *kv, const struct tc_kv_request *req, int ep, CURL *
       tc_error(err, "kv: %s: no connection within %ld ms (etcd_quick_timeout)", url, kv->connect_ms);
     else if (rc == CURLE_OPERATION_TIMEDOUT)
       tc_error(err, "kv: %s: the server did not answer for %ld ms (etcd_slow_timeout)", url, kv->request_ms);
-    else
-      tc_error(err, "kv: %s: %s", url, curl_easy_strerror(rc));
+    else {
+      /* The system's word for it too: "Connection refused", "No route to host". */
+      long os_err = 0;
+      curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &os_err);
+      if (os_err > 0)
+        tc_error(err, "kv: %s: %s (%s)", url, curl_easy_strerror(rc), strerror((int) os_err));
+      else
+        tc_error(err, "kv: %s: %s", url, curl_easy_strerror(rc));
+    }
     if (never_sent(rc, e) || rc == CURLE_PEER_FAILED_VERIFICATION)
       return A_NEXT_ENDPOINT;
     /* Sent, but the answer was lost: a transaction may or may not have
@@ -469,6 +484,13 @@ tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_re
   CLEANUP_FREE char *body = tc_kv_encode(req, &path);
   if (!body)
     return -1;
+  bool was_down;
+  {
+    SCOPED_LOCK(&kv->lock);
+    was_down = kv->down_at != 0;
+    if (was_down && now_s() - kv->down_at < DOWN_HOLD_S)
+      return tc_error(kv->down_err, "%s", kv->down_msg);
+  }
   struct curl_slist *hdrs = json_headers();
   CURL *e = hdrs ? pool_get(kv) : NULL;
   if (!e) {
@@ -480,9 +502,10 @@ tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_re
     SCOPED_LOCK(&kv->lock);
     start = kv->cur;
   }
-  double deadline = now_s() + kv->request_ms / 1e3;
+  double deadline = now_s() + (was_down ? 0 : kv->request_ms / 1e3);
   struct buf resp = { 0 };
   int rv = -1;
+  enum attempt a = A_FAILED;
   for (int attempt = 0;; attempt++) {
     int ep = (start + attempt) % kv->n_urls;
     resp.len = 0;
@@ -497,10 +520,11 @@ tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_re
     CURLcode rc = curl_easy_perform(e);
     if (rc == CURLE_ABORTED_BY_CALLBACK && prog.silent)
       rc = CURLE_OPERATION_TIMEDOUT;
-    enum attempt a = finish_attempt(kv, req, ep, e, rc, &resp, res);
+    a = finish_attempt(kv, req, ep, e, rc, &resp, res);
     if (a == A_DONE) {
       SCOPED_LOCK(&kv->lock);
       kv->cur = ep;
+      kv->down_at = 0;
       rv = 0;
       break;
     }
@@ -523,9 +547,26 @@ tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_re
       nanosleep(&ts, NULL);
     }
   }
+  if (rv < 0 && a == A_NEXT_ENDPOINT) {
+    int err = errno;
+    SCOPED_LOCK(&kv->lock);
+    kv->down_at = now_s();
+    kv->down_err = err;
+    snprintf(kv->down_msg, sizeof kv->down_msg, "%s", tc_last_error());
+    errno = err;
+  }
+  else if (rv < 0) {
+    /* A server answered (with an error): reachable. */
+    int err = errno;
+    SCOPED_LOCK(&kv->lock);
+    kv->down_at = 0;
+    errno = err;
+  }
+  int err = errno;
   free(resp.p);
   curl_slist_free_all(hdrs);
   pool_put(kv, e);
+  errno = err;
   return rv;
 }
 
