@@ -8,3 +8,6 @@ AM_CFLAGS = -std=gnu11 -pthread $(WARN_CFLAGS) $(SAN_CFLAGS) \
 	$(GNUTLS_CFLAGS) $(NETTLE_CFLAGS) $(XXHASH_CFLAGS) $(JSONC_CFLAGS)
 AM_LDFLAGS = -pthread $(SAN_LDFLAGS)
 LIBTROMCHO = $(top_builddir)/common/libtromcho.la
+# The OSD store (store/), for the OSD, the CLI, tests and benchmarks.
+STORE_CPPFLAGS = -I$(top_srcdir)/store
+STORE_LIB = $(top_builddir)/store/libstore.la

@@ -2,7 +2,26 @@
  *
  * One process = one store + one event loop thread. Everything below is
  * touched only on the loop thread, except what osd_kv.c hands over through
- * tc_evloop_submit (the KV watches and the lease keeper run elsewhere). */
+ * tc_evloop_submit (the KV watches and the lease keeper run elsewhere).
+ *
+ * The files, each using only those before it (osd/README.md):
+ *   osd_decode   the pure request decoder (the fuzz target's subject)
+ *   osd_objmap   a PG's object table
+ *   osd_kv       registration, watches, the KV snapshot (users, images, map)
+ *   osd_client   client connections and replies
+ *   osd_peers    connections to the other OSDs, down marks
+ *   osd_pg       the PGs this OSD leads, as the operations look them up
+ *   osd_secondary  SEC_* operations from the local store, fencing (SEC_LOCK)
+ *   osd_op       the base every in-flight operation shares
+ *   osd_recovery   background copy of stale objects
+ *   osd_peering  PG table changes, SEC_LIST + SEC_LOCK, activation
+ *   osd_primary_write, osd_primary_read, osd_primary_sync, osd_scrub
+ *                the client operations on the primary
+ *   osd_describe DESCRIBE, SHOW_CONFIG
+ *   osd_dispatch decode -> rights -> dispatch (the messenger's callback)
+ *   osd_main     options, start, stop; wires the events below
+ * A lower file tells peering what changed through struct osd_events,
+ * never by calling it. */
 #ifndef TROMCHO_OSD_H
 #define TROMCHO_OSD_H
 #include <stdbool.h>
@@ -18,7 +37,7 @@
 #include "store.h"
 #include "tc_config.h"
 
-/* ---- the operation decoder (osd_ops.c), pure: the fuzz target calls it ---- */
+/* ---- the operation decoder (osd_decode.c), pure: the fuzz target calls it ---- */
 
 /* A request, checked against the protocol (osd_proto.h). */
 struct osd_req {
@@ -29,6 +48,7 @@ struct osd_req {
   uint64_t version;         /* SEC_WRITE/SEC_DELETE/SEC_WRITE_STABLE */
   uint64_t inode_last;      /* SEC_LIST */
   uint32_t pg_count, pg;    /* SEC_LIST / SEC_LOCK filter (pg_count 0 = none) */
+  uint64_t pool, epoch;     /* SEC_LOCK (inode = the pool's first inode) */
   uint64_t bitmap;          /* SEC_WRITE_STABLE */
   const uint8_t *data;      /* WRITE/SEC_WRITE/SEC_WRITE_STABLE payload data */
   uint64_t claim_osd;       /* SHOW_CONFIG: the OSD the caller claims to be (0: none) */
@@ -123,6 +143,16 @@ struct osd_kvstate {
 };
 void osd_kvstate_free(struct osd_kvstate *s);
 
+struct osd;
+/* Upward notifications, set once by osd_main.c: the KV snapshot, the peer
+ * table and the in-flight operations tell peering what changed through
+ * these, so that no file calls the layer above it. */
+struct osd_events {
+  void (*kv_changed)(struct osd *o);                       /* a new KV snapshot is in */
+  void (*peer_changed)(struct osd *o, uint64_t osd_num);   /* a peer went down or came back */
+  void (*pg_idle)(struct osd *o, struct osd_pg *pg);       /* a PG's last client op ended */
+};
+
 /* SEC_LOCK on a secondary: only the connection that locked a PG last may
  * send SEC_WRITEs of that PG (a deposed primary is fenced off). */
 struct osd_lock {
@@ -134,6 +164,7 @@ struct osd_lock {
 
 struct osd {
   struct tc_config *cfg;
+  struct osd_events events;
   struct tc_evloop *loop;
   struct tc_msgr *msgr;
   struct tc_kv *kv;
@@ -165,12 +196,16 @@ struct osd {
   int scrub_inflight;
   int stopping;
   uint64_t instances;        /* PG instance counter */
+  uint64_t epochs;           /* peering epoch counter (every PG's peerings) */
+  unsigned ticks;            /* seconds ticked (osd_main.c) */
   struct osd_lock *locks;
   size_t n_locks;
 
   /* counters */
   uint64_t ops, eperm, eagain, recovered, repaired;
 };
+
+/* ---- client connections and replies (osd_client.c) ---- */
 
 /* A client connection as the ops see it: replies to a connection that
  * closed meanwhile are dropped (the client retries). */
@@ -180,68 +215,129 @@ struct osd_client {
 };
 struct osd_client *osd_client_get(struct tc_msgr_conn *c);   /* takes a reference */
 void osd_client_put(struct osd_client *cl);
-void osd_client_reply(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t offset,
+/* Answer req (reply view of osd_proto.h); payload is the reply's (freed). */
+void osd_client_reply(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t bitmap,
                       uint64_t version, void *payload, uint32_t len);
+/* Answer a SCRUB: status = sectors found bad or -errno. */
+void osd_client_reply_scrub(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t repaired);
+/* The same on a connection (operations answered at once). */
+void osd_reply(struct tc_msgr_conn *c, const struct tc_frame_hdr *req, int status, uint64_t bitmap,
+               uint64_t version, void *payload, uint32_t len);
 void osd_on_conn(struct tc_msgr_conn *c, int event, int err, void *arg);
-void osd_locks_free(struct osd *o);
 
-/* osd_kv.c */
+/* ---- the KV (osd_kv.c) ---- */
 int osd_kv_start(struct osd *o);
 void osd_kv_stop(struct osd *o);
-/* Load everything now (loop thread, blocking) and apply it. */
+/* Load everything now (loop thread, blocking), swap it in, tell
+ * events.kv_changed. */
 int osd_kv_reload(struct osd *o);
 const struct tc_user *osd_user_find(struct osd *o, const char *name);
 const struct tc_image_acl *osd_image_acl(struct osd *o, uint64_t inode);
 bool osd_is_up(struct osd *o, uint64_t osd_num);
 int64_t osd_state_rev(struct osd *o, uint64_t osd_num);
 
-/* osd_ops.c: the messenger's request callback */
-void osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload, void *arg);
-void osd_reply(struct tc_msgr_conn *c, const struct tc_frame_hdr *req, int status, uint64_t offset,
-               uint64_t version, void *payload, uint32_t len);
-
-/* List the local objects matching a SEC_LIST request (caller frees). */
-int osd_list_local(struct osd *o, const struct osd_req *r, struct tc_osd_list_entry **out, size_t *n);
-
-/* osd_peers.c */
+/* ---- connections to the peer OSDs (osd_peers.c) ---- */
 struct osd_peer *osd_peer_get(struct osd *o, uint64_t osd_num);
 /* A connection to the peer, connecting if needed; NULL if it is down. */
 struct tc_msgr_conn *osd_peer_conn(struct osd *o, uint64_t osd_num);
+/* Mark it down (tells events.peer_changed). */
 void osd_peer_mark_down(struct osd *o, uint64_t osd_num, int err);
 bool osd_peer_usable(struct osd *o, uint64_t osd_num);
 void osd_peers_check(struct osd *o);   /* clear down marks of re-registered peers */
 void osd_peers_close(struct osd *o);
 
-/* osd_primary.c: client operations on the primary */
+/* ---- the PGs this OSD leads (osd_pg.c) ---- */
+/* The PG (pool, pg) this OSD leads, in any state; NULL if it leads none. */
 struct osd_pg *osd_pg_find(struct osd *o, uint64_t pool, uint32_t pg);
+/* The same, if it is still the PG struct of that instance (not dropped and
+ * re-added since). */
+struct osd_pg *osd_pg_instance(struct osd *o, uint64_t pool, uint32_t pg, uint64_t instance);
 /* The PG that serves (inode, offset) if this OSD is its active primary;
- * else NULL and *err = -EAGAIN (or -EINVAL for an unknown pool). */
+ * else NULL and *err = -EAGAIN (or -ENOENT for an unknown pool). */
 struct osd_pg *osd_pg_for(struct osd *o, uint64_t inode, uint64_t offset, int *err);
-void osd_primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
-                       const struct osd_req *r, void *payload);
-void osd_primary_read(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
-                      const struct osd_req *r);
-void osd_primary_sync(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr);
-void osd_pg_op_done(struct osd *o, struct osd_pg *pg);
-
-/* osd_peering.c */
-void osd_peering_update(struct osd *o);        /* after a map change */
-void osd_pg_repeer(struct osd *o, struct osd_pg *pg);
-void osd_pg_drop_all(struct osd *o);
 /* The slots of pg whose copies are current and reachable now. */
 uint8_t osd_pg_good_slots(struct osd *o, struct osd_pg *pg, const struct osd_obj *ob);
+/* Slot's copy of the object (obj_offset = its first byte) missed a write. */
+void osd_pg_mark_stale(struct osd_pg *pg, uint64_t inode, uint64_t obj_offset, int slot);
 
-/* osd_recovery.c */
-void osd_recovery_kick(struct osd *o);
-/* Recover this object first (a client touched it). */
-void osd_recovery_now(struct osd *o, struct osd_pg *pg, struct osd_obj *ob);
-/* Local store helpers */
+/* ---- the secondary: SEC_* operations and fencing (osd_secondary.c) ---- */
+void osd_secondary_op(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr,
+                      const struct osd_req *r);
+void osd_locks_free(struct osd *o);
+/* List the local objects matching a SEC_LIST request (caller frees *out). */
+int osd_list_local(struct osd *o, const struct osd_req *r, struct tc_osd_list_entry **out, size_t *n);
+/* Replace a whole object in the local store: the sectors in bitmap from
+ * data, none other, at version (recovery and repair). */
 int osd_store_replace(struct osd *o, uint64_t inode, uint64_t obj_offset, uint64_t bitmap,
                       const uint8_t *data, uint64_t version);
 
-/* osd_scrub.c */
+/* ---- in-flight operations (osd_op.c) ---- */
+
+/* The first member of every in-flight operation (write, read, scrub,
+ * recovery, sync). */
+struct osd_op_base {
+  struct osd *o;
+  struct osd_client *cl;       /* who asked (referenced); NULL for recovery */
+  struct tc_frame_hdr hdr;     /* its request: the reply echoes it */
+  uint64_t pool, instance;     /* the PG it runs in (instance 0: none) */
+  uint32_t pgn;
+  uint64_t epoch;              /* the PG's peering epoch when it began */
+  bool counted;                /* in pg->inflight: a client op peering waits for */
+  uint64_t inode, offset;      /* what it is about */
+};
+/* Allocate a zeroed op of size bytes whose first member is a struct
+ * osd_op_base, and fill the base: takes a reference on cl (may be NULL),
+ * copies hdr (may be NULL), counts a client op in pg->inflight (pg may be
+ * NULL). NULL: out of memory. */
+void *osd_op_new(size_t size, struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
+                 struct osd_pg *pg, uint64_t inode, uint64_t offset);
+/* The op's PG if it is still the PG struct the op began in, else NULL. */
+struct osd_pg *osd_op_pg(const struct osd_op_base *b);
+/* Release what the base holds (PG count, client reference) and free op
+ * (NULL is fine). The op's own allocations are its caller's to free first. */
+void osd_op_free(void *op);
+
+/* ---- recovery (osd_recovery.c) ---- */
+void osd_recovery_kick(struct osd *o);
+/* Recover this object first (a client touched it). */
+void osd_recovery_now(struct osd *o, struct osd_pg *pg, struct osd_obj *ob);
+
+/* ---- peering (osd_peering.c) ---- */
+void osd_peering_update(struct osd *o);        /* after a map change */
+void osd_pg_repeer(struct osd *o, struct osd_pg *pg);
+void osd_pg_drop_all(struct osd *o);
+/* The events (struct osd_events) peering handles. */
+void osd_peering_kv_changed(struct osd *o);
+void osd_peering_peer_changed(struct osd *o, uint64_t osd_num);
+void osd_peering_pg_idle(struct osd *o, struct osd_pg *pg);
+
+/* ---- client operations on the primary (osd_primary_*.c, osd_scrub.c) ---- */
+/* WRITE or DELETE; takes *payload over (sets it to NULL) when it keeps it. */
+void osd_primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
+                       const struct osd_req *r, void **payload);
+void osd_primary_read(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
+                      const struct osd_req *r);
+void osd_primary_sync(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr);
 void osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
                       const struct osd_req *r);
+
+/* ---- DESCRIBE, SHOW_CONFIG (osd_describe.c) ---- */
+void osd_describe(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr);
+void osd_show_config(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr);
+
+/* ---- the messenger's request callback (osd_dispatch.c) ---- */
+void osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload, void *arg);
+
+/* A store read's presence bits (one bit a sector, LSB first) as a bitmap. */
+static inline uint64_t
+osd_present_bits(const uint8_t *b, uint32_t n)
+{
+  uint64_t v = 0;
+  for (uint32_t i = 0; i < n && i < 64; i++)
+    if (b[i / 8] >> (i % 8) & 1)
+      v |= 1ull << i;
+  return v;
+}
 
 /* Sectors of an object (block_size / 4096, <= 64). */
 static inline uint32_t osd_spb(const struct osd *o) { return o->info.block_size / TC_STORE_SECTOR; }

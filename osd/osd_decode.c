@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <json-c/json.h>
+#include "image_meta.h"
 #include "osd.h"
+#include "pools.h"
 
 static int
 bad(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -37,14 +39,43 @@ check_range(const struct osd_req *r, uint32_t bs, char *err, size_t errlen)
   return 0;
 }
 
+/* The length of a data range, checked against the payload it comes with. */
+static int
+rw_range(struct osd_req *r, const struct tc_osd_op_rw *v, uint32_t bs, char *err, size_t errlen)
+{
+  r->len = v->len;
+  return check_range(r, bs, err, errlen);
+}
+
+/* SEC_* data operations carry the primary's version of the object. */
+static int
+sec_version(struct osd_req *r, const struct tc_osd_op_rw *v, char *err, size_t errlen)
+{
+  r->version = v->version;
+  if (!r->version)
+    return bad(err, errlen, -EINVAL, "%s: version 0", tc_osd_op_name(r->op));
+  return 0;
+}
+
+/* A PG filter: pg of pg_count, or none (pg_count 0). */
+static int
+pg_filter(struct osd_req *r, uint32_t pg, uint32_t pg_count, char *err, size_t errlen)
+{
+  r->pg = pg;
+  r->pg_count = pg_count;
+  if ((pg || pg_count) && pg >= pg_count)
+    return bad(err, errlen, -EINVAL, "%s: PG %" PRIu32 " of %" PRIu32 " does not exist", tc_osd_op_name(r->op),
+               pg, pg_count);
+  return 0;
+}
+
 int
 osd_req_decode(const struct tc_frame_hdr *hdr, const void *payload, uint32_t block_size,
                struct osd_req *r, char *err, size_t errlen)
 {
+  const union tc_osd_hdr h = tc_osd_hdr_of(hdr);
   memset(r, 0, sizeof *r);
   r->op = hdr->opcode;
-  r->inode = hdr->inode;
-  r->offset = hdr->offset;
   const char *name = tc_osd_op_name(r->op);
   if (!name)
     return bad(err, errlen, -EINVAL, "unknown opcode %u", (unsigned) hdr->opcode);
@@ -53,76 +84,70 @@ osd_req_decode(const struct tc_frame_hdr *hdr, const void *payload, uint32_t blo
   if (hdr->len && !payload)
     return bad(err, errlen, -EINVAL, "%s: payload missing", name);
   const uint8_t *p = payload;
+  int rc;
   switch (r->op) {
   case TC_OP_READ:
   case TC_OP_SEC_READ:
   case TC_OP_SEC_READ_BMP:
   case TC_OP_DELETE:
+  case TC_OP_SEC_DELETE:
     if (hdr->len)
       return bad(err, errlen, -EINVAL, "%s: unexpected payload of %" PRIu32 " bytes", name, hdr->len);
-    if (hdr->version > UINT32_MAX)
-      return bad(err, errlen, -EINVAL, "%s: length %" PRIu64 " is too large", name, hdr->version);
-    r->len = (uint32_t) hdr->version;
-    return check_range(r, block_size, err, errlen);
+    r->inode = h.rw.inode;
+    r->offset = h.rw.offset;
+    if ((rc = rw_range(r, &h.rw, block_size, err, errlen)) < 0)
+      return rc;
+    return r->op == TC_OP_SEC_DELETE ? sec_version(r, &h.rw, err, errlen) : 0;
   case TC_OP_WRITE:
   case TC_OP_SEC_WRITE:
-    r->len = hdr->len;
+    r->inode = h.rw.inode;
+    r->offset = h.rw.offset;
+    if (h.rw.len != hdr->len)
+      return bad(err, errlen, -EINVAL, "%s: length %" PRIu32 " but a payload of %" PRIu32 " bytes", name,
+                 h.rw.len, hdr->len);
     r->data = p;
-    if (r->op == TC_OP_SEC_WRITE) {
-      r->version = hdr->version;
-      if (!r->version)
-        return bad(err, errlen, -EINVAL, "%s: version 0", name);
-    }
-    return check_range(r, block_size, err, errlen);
-  case TC_OP_SEC_DELETE:
-    if (hdr->len != 8)
-      return bad(err, errlen, -EINVAL, "%s: payload must be the 8-byte length, not %" PRIu32 " bytes", name, hdr->len);
-    {
-      uint64_t len;
-      memcpy(&len, p, 8);
-      if (len > UINT32_MAX)
-        return bad(err, errlen, -EINVAL, "%s: length %" PRIu64 " is too large", name, len);
-      r->len = (uint32_t) len;
-    }
-    r->version = hdr->version;
-    if (!r->version)
-      return bad(err, errlen, -EINVAL, "%s: version 0", name);
-    return check_range(r, block_size, err, errlen);
+    if ((rc = rw_range(r, &h.rw, block_size, err, errlen)) < 0)
+      return rc;
+    return r->op == TC_OP_SEC_WRITE ? sec_version(r, &h.rw, err, errlen) : 0;
   case TC_OP_SEC_WRITE_STABLE:
+    r->inode = h.rw.inode;
+    r->offset = h.rw.offset;
     if (r->offset % block_size)
       return bad(err, errlen, -EINVAL, "%s: offset %" PRIu64 " is not an object's start", name, r->offset);
-    if (hdr->len != 8 + block_size)
-      return bad(err, errlen, -EINVAL, "%s: payload must be 8 + %" PRIu32 " bytes, not %" PRIu32, name,
-                 block_size, hdr->len);
+    if (h.rw.len != block_size || hdr->len != 8 + block_size)
+      return bad(err, errlen, -EINVAL, "%s: length %" PRIu32 " and payload %" PRIu32 " must be %" PRIu32
+                 " and 8 + %" PRIu32 " bytes", name, h.rw.len, hdr->len, block_size, block_size);
     memcpy(&r->bitmap, p, 8);
     if (block_size / 4096 < 64 && (r->bitmap >> (block_size / 4096)))
       return bad(err, errlen, -EINVAL, "%s: bitmap %#" PRIx64 " names sectors past the object", name, r->bitmap);
     r->data = p + 8;
     r->len = block_size;
-    r->version = hdr->version;
-    if (!r->version)
-      return bad(err, errlen, -EINVAL, "%s: version 0", name);
-    return 0;
+    return sec_version(r, &h.rw, err, errlen);
   case TC_OP_SEC_LIST:
+    if (hdr->len)
+      return bad(err, errlen, -EINVAL, "%s: unexpected payload", name);
+    r->inode = h.list.inode_first;
+    r->inode_last = h.list.inode_last;
+    if (r->inode_last < r->inode)
+      return bad(err, errlen, -EINVAL, "%s: inode range %#" PRIx64 "..%#" PRIx64 " is empty", name,
+                 r->inode, r->inode_last);
+    return pg_filter(r, h.list.pg, h.list.pg_count, err, errlen);
   case TC_OP_SEC_LOCK:
     if (hdr->len)
       return bad(err, errlen, -EINVAL, "%s: unexpected payload", name);
-    r->pg_count = (uint32_t) (hdr->version >> 32);
-    r->pg = (uint32_t) hdr->version;
-    if (hdr->version && r->pg >= r->pg_count)
-      return bad(err, errlen, -EINVAL, "%s: PG %" PRIu32 " of %" PRIu32 " does not exist", name, r->pg, r->pg_count);
-    if (r->op == TC_OP_SEC_LIST) {
-      r->inode_last = hdr->offset;
-      r->offset = 0;
-      if (r->inode_last < r->inode)
-        return bad(err, errlen, -EINVAL, "%s: inode range %#" PRIx64 "..%#" PRIx64 " is empty", name,
-                   r->inode, r->inode_last);
-    }
-    return 0;
+    if (h.lock.pool == 0 || h.lock.pool > TC_POOL_MAX_ID)
+      return bad(err, errlen, -EINVAL, "%s: pool %" PRIu64 " does not exist", name, h.lock.pool);
+    if (!h.lock.pg_count)
+      return bad(err, errlen, -EINVAL, "%s: no PG", name);
+    r->pool = h.lock.pool;
+    r->inode = TC_INODE(h.lock.pool, 0);
+    r->epoch = h.lock.epoch;
+    return pg_filter(r, h.lock.pg, h.lock.pg_count, err, errlen);
   case TC_OP_SCRUB:
     if (hdr->len)
       return bad(err, errlen, -EINVAL, "%s: unexpected payload", name);
-    r->offset -= r->offset % block_size;
+    r->inode = h.obj.inode;
+    r->offset = h.obj.offset - h.obj.offset % block_size;
     r->len = block_size;
     return 0;
   case TC_OP_SHOW_CONFIG:

@@ -273,8 +273,8 @@ osd_kv_reload(struct osd *o)
   struct osd_kvstate *old = o->ks;
   o->ks = s;
   osd_kvstate_free(old);
-  osd_peers_check(o);
-  osd_peering_update(o);
+  if (o->events.kv_changed)
+    o->events.kv_changed(o);
   return 0;
 }
 

@@ -130,8 +130,7 @@ on_tick(struct tc_evloop *loop, void *arg)
     return;
   /* A peer marked down that is still registered gets another chance
    * every few seconds (a network blip, not a restart). */
-  static unsigned n;
-  if (++n % 5 == 0)
+  if (++o->ticks % 5 == 0)
     for (size_t i = 0; i < o->n_peers; i++)
       if (o->peers[i].down && osd_is_up(o, o->peers[i].osd_num)) {
         o->peers[i].down = false;
@@ -189,6 +188,11 @@ main(int argc, char **argv)
     return 1;
   }
   o->cfg = cfg;
+  o->events = (struct osd_events) {
+    .kv_changed = osd_peering_kv_changed,
+    .peer_changed = osd_peering_peer_changed,
+    .pg_idle = osd_peering_pg_idle,
+  };
   o->prefix = tc_config_str(cfg, "etcd_prefix");
   o->use_perms = tc_config_bool(cfg, "use_perms");
   if (!tc_config_given(cfg, "osd_num") || tc_config_int(cfg, "osd_num") <= 0) {

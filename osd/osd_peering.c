@@ -166,10 +166,7 @@ peering_finish(struct osd *o, struct osd_pg *pg)
     l->instance = instance;
     l->epoch = epoch;
     l->slot = s;
-    l->req.hdr.opcode = TC_OP_SEC_LOCK;
-    l->req.hdr.inode = TC_INODE(pool, 0);
-    l->req.hdr.offset = epoch;
-    l->req.hdr.version = (uint64_t) pg->pg_count << 32 | pgn;
+    l->req.hdr = tc_osd_lock_hdr(pool, pgn, pg->pg_count, epoch);
     l->req.done = lock_done;
     l->req.arg = l;
     pg->locks_pending++;
@@ -262,10 +259,7 @@ peering_start(struct osd *o, struct osd_pg *pg)
     l->instance = instance;
     l->epoch = epoch;
     l->slot = (int) s;
-    l->req.hdr.opcode = TC_OP_SEC_LIST;
-    l->req.hdr.inode = r.inode;
-    l->req.hdr.offset = r.inode_last;
-    l->req.hdr.version = (uint64_t) pg->pg_count << 32 | pg->pg;
+    l->req.hdr = tc_osd_list_hdr(r.inode, r.inode_last, pg->pg, pg->pg_count);
     l->req.done = list_done;
     l->req.arg = l;
     pg->listings++;
@@ -280,13 +274,11 @@ peering_start(struct osd *o, struct osd_pg *pg)
 }
 
 void
-osd_pg_op_done(struct osd *o, struct osd_pg *pg)
+osd_peering_pg_idle(struct osd *o, struct osd_pg *pg)
 {
   if (pg->state == PG_PEERING && pg->inflight == 0 && !pg->listing_started)
     peering_start(o, pg);
 }
-
-static uint64_t epochs;
 
 void
 osd_pg_repeer(struct osd *o, struct osd_pg *pg)
@@ -313,7 +305,7 @@ osd_pg_repeer(struct osd *o, struct osd_pg *pg)
     return;
   }
   pg->state = PG_PEERING;
-  pg->epoch = ++epochs;
+  pg->epoch = ++o->epochs;
   pg->listing_started = false;
   tc_debug("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 " peering (epoch %" PRIu64 ")", o->osd_num, pg->pool, pg->pg,
            pg->epoch);
@@ -336,6 +328,24 @@ osd_pg_drop_all(struct osd *o)
     pg_drop(o, o->n_pgs - 1);
   free(o->pgs);
   o->pgs = NULL;
+}
+
+void
+osd_peering_peer_changed(struct osd *o, uint64_t osd_num)
+{
+  for (size_t i = 0; i < o->n_pgs; i++)
+    for (uint32_t s = 0; s < o->pgs[i].size; s++)
+      if (o->pgs[i].osd_set[s] == osd_num) {
+        osd_pg_repeer(o, &o->pgs[i]);
+        break;
+      }
+}
+
+void
+osd_peering_kv_changed(struct osd *o)
+{
+  osd_peers_check(o);
+  osd_peering_update(o);
 }
 
 void

@@ -27,16 +27,13 @@ osd_peer_get(struct osd *o, uint64_t osd_num)
   return p;
 }
 
-/* PGs that have osd_num in their set re-peer (it went down or came back). */
+/* The PGs that have osd_num in their set re-peer (it went down or came
+ * back): peering's business, told through the events hook. */
 static void
 repeer_with(struct osd *o, uint64_t osd_num)
 {
-  for (size_t i = 0; i < o->n_pgs; i++)
-    for (uint32_t s = 0; s < o->pgs[i].size; s++)
-      if (o->pgs[i].osd_set[s] == osd_num) {
-        osd_pg_repeer(o, &o->pgs[i]);
-        break;
-      }
+  if (o->events.peer_changed)
+    o->events.peer_changed(o, osd_num);
 }
 
 void

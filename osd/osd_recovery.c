@@ -17,10 +17,8 @@
 #define RECOVERY_PARALLEL 8
 
 struct rec_op {
-  struct osd *o;
-  uint64_t pool, instance, epoch;
-  uint32_t pgn;
-  uint64_t inode, offset, version;
+  struct osd_op_base b;       /* no client: recovery does not hold peering back */
+  uint64_t version;
   uint8_t targets;
   int pending;
   uint64_t bitmap;
@@ -31,14 +29,15 @@ struct rec_op {
   int slots[TC_MAX_PG_SIZE];
 };
 
+/* The object being recovered, if its PG did not re-peer meanwhile. */
 static struct osd_obj *
 rec_obj(struct rec_op *r, struct osd_pg **pgp)
 {
-  struct osd_pg *pg = osd_pg_find(r->o, r->pool, r->pgn);
-  if (!pg || pg->instance != r->instance || pg->epoch != r->epoch)
+  struct osd_pg *pg = osd_op_pg(&r->b);
+  if (!pg || pg->epoch != r->b.epoch)
     return NULL;
   *pgp = pg;
-  return osd_objmap_get(&pg->objs, r->inode, r->offset);
+  return osd_objmap_get(&pg->objs, r->b.inode, r->b.offset);
 }
 
 static void
@@ -53,16 +52,16 @@ kick_deferred(struct tc_evloop *loop, void *arg)
 static void
 rec_finish(struct rec_op *r)
 {
-  struct osd *o = r->o;
+  struct osd *o = r->b.o;
   struct osd_pg *pg;
   struct osd_obj *ob = rec_obj(r, &pg);
   if (ob)
     ob->recovering = 0;
-  tc_debug("osd %" PRIu64 ": recovery of inode %#" PRIx64 " offset %" PRIu64 " ends%s", o->osd_num, r->inode,
-           r->offset, ob ? "" : " (peering moved on)");
+  tc_debug("osd %" PRIu64 ": recovery of inode %#" PRIx64 " offset %" PRIu64 " ends%s", o->osd_num, r->b.inode,
+           r->b.offset, ob ? "" : " (peering moved on)");
   o->recovery_inflight--;
   free(r->data);
-  free(r);
+  osd_op_free(r);
   /* Not from here: that could recurse through every object. */
   if (!o->stopping && !o->recovery_kick_pending && tc_evloop_defer(o->loop, kick_deferred, o) == 0)
     o->recovery_kick_pending = 1;
@@ -81,9 +80,9 @@ rec_target_ok(struct rec_op *r, int slot)
     pg->n_stale--;
     if (!pg->n_stale)
       tc_info("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 " recovered: every object on every member",
-              r->o->osd_num, pg->pool, pg->pg);
+              r->b.o->osd_num, pg->pool, pg->pg);
   }
-  r->o->recovered++;
+  r->b.o->recovered++;
 }
 
 static void
@@ -97,7 +96,7 @@ push_done(struct tc_msgr_req *req, int err, void *arg)
     rec_target_ok(r, r->slots[i]);
   else
     tc_warn("osd %" PRIu64 ": recovery of inode %#" PRIx64 " offset %" PRIu64 " to a member failed: %s",
-            r->o->osd_num, r->inode, r->offset, strerror(-st));
+            r->b.o->osd_num, r->b.inode, r->b.offset, strerror(-st));
   if (--r->pending == 0)
     rec_finish(r);
 }
@@ -106,7 +105,7 @@ push_done(struct tc_msgr_req *req, int err, void *arg)
 static void
 rec_push(struct rec_op *r)
 {
-  struct osd *o = r->o;
+  struct osd *o = r->b.o;
   struct osd_pg *pg;
   struct osd_obj *ob = rec_obj(r, &pg);
   if (!ob || ob->version != r->version) {
@@ -124,10 +123,10 @@ rec_push(struct rec_op *r)
     if (!(r->targets >> s & 1))
       continue;
     if (s == my_slot) {
-      if (osd_store_replace(o, r->inode, r->offset, r->bitmap, r->data + 8, r->version) == 0)
+      if (osd_store_replace(o, r->b.inode, r->b.offset, r->bitmap, r->data + 8, r->version) == 0)
         rec_target_ok(r, s);
       else
-        tc_err("osd %" PRIu64 ": recovering inode %#" PRIx64 " locally: %s", o->osd_num, r->inode, tc_last_error());
+        tc_err("osd %" PRIu64 ": recovering inode %#" PRIx64 " locally: %s", o->osd_num, r->b.inode, tc_last_error());
       continue;
     }
     struct tc_msgr_conn *c = osd_peer_conn(o, set[s]);
@@ -135,10 +134,7 @@ rec_push(struct rec_op *r)
       continue;
     struct tc_msgr_req *q = &r->reqs[n];
     r->slots[n++] = s;
-    q->hdr.opcode = TC_OP_SEC_WRITE_STABLE;
-    q->hdr.inode = r->inode;
-    q->hdr.offset = r->offset;
-    q->hdr.version = r->version;
+    q->hdr = tc_osd_rw_hdr(TC_OP_SEC_WRITE_STABLE, r->b.inode, r->b.offset, o->info.block_size, r->version);
     q->iov = &r->iov;
     q->iovcnt = 1;
     q->done = push_done;
@@ -159,34 +155,25 @@ read_done(struct tc_msgr_req *req, int err, void *arg)
 {
   struct rec_op *r = arg;
   int st = err ? err : req->reply.status;
-  if (st < 0 || req->reply.version != r->version) {
+  const union tc_osd_hdr rh = tc_osd_hdr_of(&req->reply);
+  if (st < 0 || rh.reply.version != r->version) {
     if (st >= 0)
       tc_debug("osd %" PRIu64 ": recovery: inode %#" PRIx64 " offset %" PRIu64 " is at version %" PRIu64
-               " on the source, not %" PRIu64, r->o->osd_num, r->inode, r->offset, req->reply.version, r->version);
+               " on the source, not %" PRIu64, r->b.o->osd_num, r->b.inode, r->b.offset, rh.reply.version, r->version);
     if (st < 0)
       tc_warn("osd %" PRIu64 ": recovery: reading inode %#" PRIx64 " offset %" PRIu64 " from a member failed: %s",
-              r->o->osd_num, r->inode, r->offset, strerror(-st));
+              r->b.o->osd_num, r->b.inode, r->b.offset, strerror(-st));
     if (req->reply_payload != r->data + 8)
       free(req->reply_payload);
     rec_finish(r);
     return;
   }
   if (req->reply_payload && req->reply_payload != r->data + 8) {
-    memcpy(r->data + 8, req->reply_payload, r->o->info.block_size);
+    memcpy(r->data + 8, req->reply_payload, r->b.o->info.block_size);
     free(req->reply_payload);
   }
-  r->bitmap = req->reply.offset;
+  r->bitmap = rh.reply.bitmap;
   rec_push(r);
-}
-
-static uint64_t
-present_bits(const uint8_t *b, uint32_t n)
-{
-  uint64_t v = 0;
-  for (uint32_t i = 0; i < n && i < 64; i++)
-    if (b[i / 8] >> (i % 8) & 1)
-      v |= 1ull << i;
-  return v;
 }
 
 /* Start recovering one object; 0 if started. */
@@ -205,18 +192,11 @@ rec_start(struct osd *o, struct osd_pg *pg, struct osd_obj *ob)
              o->osd_num, ob->inode, ob->offset, ob->stale, usable);
     return -1;
   }
-  struct rec_op *r = calloc(1, sizeof *r);
+  struct rec_op *r = osd_op_new(sizeof *r, o, NULL, NULL, pg, ob->inode, ob->offset);
   if (!r || !(r->data = calloc(1, 8 + o->info.block_size))) {
-    free(r);
+    osd_op_free(r);
     return -1;
   }
-  r->o = o;
-  r->pool = pg->pool;
-  r->pgn = pg->pg;
-  r->instance = pg->instance;
-  r->epoch = pg->epoch;
-  r->inode = ob->inode;
-  r->offset = ob->offset;
   r->version = ob->version;
   r->targets = targets;
   tc_debug("osd %" PRIu64 ": recovering inode %#" PRIx64 " offset %" PRIu64 " version %" PRIu64 " stale %#x sources %#x",
@@ -237,10 +217,10 @@ rec_start(struct osd *o, struct osd_pg *pg, struct osd_obj *ob)
       ob->recovering = 0;
       o->recovery_inflight--;
       free(r->data);
-      free(r);
+      osd_op_free(r);
       return rec_start(o, pg, ob);
     }
-    r->bitmap = present_bits(present, osd_spb(o));
+    r->bitmap = osd_present_bits(present, osd_spb(o));
     rec_push(r);
     return 0;
   }
@@ -251,10 +231,7 @@ rec_start(struct osd *o, struct osd_pg *pg, struct osd_obj *ob)
     struct tc_msgr_conn *c = osd_peer_conn(o, src);
     if (!c)
       continue;
-    r->read_req.hdr.opcode = TC_OP_SEC_READ;
-    r->read_req.hdr.inode = r->inode;
-    r->read_req.hdr.offset = r->offset;
-    r->read_req.hdr.version = o->info.block_size;
+    r->read_req.hdr = tc_osd_rw_hdr(TC_OP_SEC_READ, r->b.inode, r->b.offset, o->info.block_size, 0);
     r->read_req.rbuf = r->data + 8;
     r->read_req.rbuf_len = o->info.block_size;
     r->read_req.done = read_done;
@@ -263,12 +240,12 @@ rec_start(struct osd *o, struct osd_pg *pg, struct osd_obj *ob)
       return 0;
   }
   /* no source reachable now */
-  struct osd_obj *again = osd_objmap_get(&pg->objs, r->inode, r->offset);
+  struct osd_obj *again = osd_objmap_get(&pg->objs, r->b.inode, r->b.offset);
   if (again)
     again->recovering = 0;
   o->recovery_inflight--;
   free(r->data);
-  free(r);
+  osd_op_free(r);
   return -1;
 }
 

@@ -22,12 +22,7 @@ struct scrub_copy {
 };
 
 struct scrub_op {
-  struct osd *o;
-  struct osd_client *cl;
-  struct tc_frame_hdr hdr;
-  uint64_t pool, instance;
-  uint32_t pgn;
-  uint64_t inode, offset;
+  struct osd_op_base b;
   int phase, pending;
   uint64_t set[TC_MAX_PG_SIZE];
   int my_slot;
@@ -42,16 +37,6 @@ struct scrub_op {
 
 static void scrub_step(struct scrub_op *p);
 
-static uint64_t
-present_bits(const uint8_t *b, uint32_t n)
-{
-  uint64_t v = 0;
-  for (uint32_t i = 0; i < n && i < 64; i++)
-    if (b[i / 8] >> (i % 8) & 1)
-      v |= 1ull << i;
-  return v;
-}
-
 static void
 scrub_free(struct scrub_op *p)
 {
@@ -61,13 +46,7 @@ scrub_free(struct scrub_op *p)
   free(p->req_slot);
   free(p->req_sector);
   free(p->good);
-  struct osd_pg *pg = osd_pg_find(p->o, p->pool, p->pgn);
-  if (pg && pg->instance == p->instance) {
-    pg->inflight--;
-    osd_pg_op_done(p->o, pg);
-  }
-  osd_client_put(p->cl);
-  free(p);
+  osd_op_free(p);
 }
 
 static void
@@ -80,10 +59,11 @@ req_done(struct tc_msgr_req *req, int err, void *arg)
   if (p->phase == 1) {
     c->st = st < 0 ? st : 0;
     if (st >= 0) {
-      c->version = req->reply.version;
-      c->bitmap = req->reply.offset;
+      const union tc_osd_hdr rh = tc_osd_hdr_of(&req->reply);
+      c->version = rh.reply.version;
+      c->bitmap = rh.reply.bitmap;
       if (req->reply_payload && req->reply_payload != c->data)
-        memcpy(c->data, req->reply_payload, p->o->info.block_size);
+        memcpy(c->data, req->reply_payload, p->b.o->info.block_size);
     }
   }
   else if (p->phase == 2) {
@@ -95,7 +75,7 @@ req_done(struct tc_msgr_req *req, int err, void *arg)
       p->nrepaired += __builtin_popcountll(c->bad);
     else
       tc_warn("osd %" PRIu64 ": scrub: repairing inode %#" PRIx64 " offset %" PRIu64 " on osd %" PRIu64 ": %s",
-              p->o->osd_num, p->inode, p->offset, p->set[s], strerror(-st));
+              p->b.o->osd_num, p->b.inode, p->b.offset, p->set[s], strerror(-st));
   }
   if (req->reply_payload != c->data)
     free(req->reply_payload);
@@ -119,7 +99,7 @@ new_req(struct scrub_op *p, int slot, int sector)
 static void
 send(struct scrub_op *p, struct tc_msgr_req *q, int slot)
 {
-  struct tc_msgr_conn *c = osd_peer_conn(p->o, p->set[slot]);
+  struct tc_msgr_conn *c = osd_peer_conn(p->b.o, p->set[slot]);
   p->pending++;
   if (!c || tc_msgr_call(c, q) < 0) {
     p->pending--;
@@ -132,7 +112,7 @@ send(struct scrub_op *p, struct tc_msgr_req *q, int slot)
 static void
 phase2(struct scrub_op *p)
 {
-  uint32_t spb = osd_spb(p->o);
+  uint32_t spb = osd_spb(p->b.o);
   p->phase = 2;
   p->nreqs = 0;
   for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
@@ -140,10 +120,7 @@ phase2(struct scrub_op *p)
       continue;
     for (uint32_t k = 0; k < spb; k++) {
       struct tc_msgr_req *q = new_req(p, s, (int) k);
-      q->hdr.opcode = TC_OP_SEC_READ;
-      q->hdr.inode = p->inode;
-      q->hdr.offset = p->offset + (uint64_t) k * 4096;
-      q->hdr.version = 4096;
+      q->hdr = tc_osd_rw_hdr(TC_OP_SEC_READ, p->b.inode, p->b.offset + (uint64_t) k * 4096, 4096, 0);
       send(p, q, s);
     }
   }
@@ -154,7 +131,7 @@ phase2(struct scrub_op *p)
 static int
 phase3(struct scrub_op *p)
 {
-  struct osd *o = p->o;
+  struct osd *o = p->b.o;
   uint32_t spb = osd_spb(o), bs = o->info.block_size;
   int g = -1;
   for (int s = 0; s < TC_MAX_PG_SIZE; s++)
@@ -191,17 +168,14 @@ phase3(struct scrub_op *p)
     if (!c->asked || s == g || !c->bad)
       continue;
     if (s == p->my_slot) {
-      if (osd_store_replace(o, p->inode, p->offset, G->bitmap, G->data, G->version) == 0)
+      if (osd_store_replace(o, p->b.inode, p->b.offset, G->bitmap, G->data, G->version) == 0)
         p->nrepaired += __builtin_popcountll(c->bad);
       else
         tc_err("osd %" PRIu64 ": scrub: repairing the local copy: %s", o->osd_num, tc_last_error());
       continue;
     }
     struct tc_msgr_req *q = new_req(p, s, -1);
-    q->hdr.opcode = TC_OP_SEC_WRITE_STABLE;
-    q->hdr.inode = p->inode;
-    q->hdr.offset = p->offset;
-    q->hdr.version = G->version;
+    q->hdr = tc_osd_rw_hdr(TC_OP_SEC_WRITE_STABLE, p->b.inode, p->b.offset, bs, G->version);
     q->iov = &p->iov;
     q->iovcnt = 1;
     struct osd_peer *peer = osd_peer_get(o, p->set[s]);
@@ -215,15 +189,15 @@ phase3(struct scrub_op *p)
 static void
 scrub_step(struct scrub_op *p)
 {
-  struct osd *o = p->o;
+  struct osd *o = p->b.o;
   p->pending = 1;
   if (p->phase == 1)
     phase2(p);
   else if (p->phase == 2) {
     if (phase3(p) < 0) {
       tc_err("osd %" PRIu64 ": scrub: inode %#" PRIx64 " offset %" PRIu64 ": no good copy on any member",
-             o->osd_num, p->inode, p->offset);
-      osd_client_reply(p->cl, &p->hdr, -EIO, 0, 0, NULL, 0);
+             o->osd_num, p->b.inode, p->b.offset);
+      osd_client_reply_scrub(p->b.cl, &p->b.hdr, -EIO, 0);
       scrub_free(p);
       return;
     }
@@ -231,9 +205,9 @@ scrub_step(struct scrub_op *p)
   else {
     if (p->nbad)
       tc_warn("osd %" PRIu64 ": scrub: inode %#" PRIx64 " offset %" PRIu64 ": %d bad sectors, %d repaired",
-              o->osd_num, p->inode, p->offset, p->nbad, p->nrepaired);
+              o->osd_num, p->b.inode, p->b.offset, p->nbad, p->nrepaired);
     o->repaired += (uint64_t) p->nrepaired;
-    osd_client_reply(p->cl, &p->hdr, p->nbad, (uint64_t) p->nrepaired, 0, NULL, 0);
+    osd_client_reply_scrub(p->b.cl, &p->b.hdr, p->nbad, (uint64_t) p->nrepaired);
     scrub_free(p);
     return;
   }
@@ -247,18 +221,18 @@ osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr
   int err;
   struct osd_pg *pg = osd_pg_for(o, r->inode, r->offset, &err);
   if (!pg) {
-    osd_client_reply(cl, hdr, err, 0, 0, NULL, 0);
+    osd_client_reply_scrub(cl, hdr, err, 0);
     return;
   }
   struct osd_obj *ob = osd_objmap_get(&pg->objs, r->inode, r->offset);
   if (ob && (ob->recovering || (ob->stale >> pg->my_slot & 1))) {
     if (ob->stale >> pg->my_slot & 1)
       osd_recovery_now(o, pg, ob);
-    osd_client_reply(cl, hdr, -EAGAIN, 0, 0, NULL, 0);
+    osd_client_reply_scrub(cl, hdr, -EAGAIN, 0);
     return;
   }
   uint32_t bs = o->info.block_size, spb = osd_spb(o);
-  struct scrub_op *p = calloc(1, sizeof *p);
+  struct scrub_op *p = osd_op_new(sizeof *p, o, cl, hdr, pg, r->inode, r->offset);
   int nmax = TC_MAX_PG_SIZE * (int) spb + TC_MAX_PG_SIZE;
   if (p) {
     p->reqs = calloc((size_t) nmax, sizeof *p->reqs);
@@ -267,28 +241,13 @@ osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr
     p->good = malloc(8 + bs);
   }
   if (!p || !p->reqs || !p->req_slot || !p->req_sector || !p->good) {
-    if (p) {
-      free(p->reqs);
-      free(p->req_slot);
-      free(p->req_sector);
-      free(p->good);
-    }
-    free(p);
-    osd_client_reply(cl, hdr, -ENOMEM, 0, 0, NULL, 0);
+    if (p)
+      scrub_free(p);
+    osd_client_reply_scrub(cl, hdr, -ENOMEM, 0);
     return;
   }
-  p->o = o;
-  p->cl = cl;
-  cl->refs++;
-  p->hdr = *hdr;
-  p->pool = pg->pool;
-  p->pgn = pg->pg;
-  p->instance = pg->instance;
-  p->inode = r->inode;
-  p->offset = r->offset;
   p->my_slot = pg->my_slot;
   memcpy(p->set, pg->osd_set, sizeof p->set);
-  pg->inflight++;
   uint8_t good = osd_pg_good_slots(o, pg, ob);
   p->phase = 1;
   p->pending = 1;
@@ -303,24 +262,21 @@ osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr
     }
     if (s == p->my_slot) {
       uint8_t bad[8] = { 0 }, present[8];
-      int nb = tc_store_scrub(o->store, p->inode, p->offset, bad);
+      int nb = tc_store_scrub(o->store, p->b.inode, p->b.offset, bad);
       if (nb > 0) {
         c->st = -EIO;
-        c->bad = present_bits(bad, spb);
+        c->bad = osd_present_bits(bad, spb);
         continue;
       }
-      if (nb < 0 || tc_store_read(o->store, p->inode, p->offset, bs, c->data, present, &c->version) < 0) {
+      if (nb < 0 || tc_store_read(o->store, p->b.inode, p->b.offset, bs, c->data, present, &c->version) < 0) {
         c->st = -EIO;
         continue;
       }
-      c->bitmap = present_bits(present, spb);
+      c->bitmap = osd_present_bits(present, spb);
       continue;
     }
     struct tc_msgr_req *q = new_req(p, s, -1);
-    q->hdr.opcode = TC_OP_SEC_READ;
-    q->hdr.inode = p->inode;
-    q->hdr.offset = p->offset;
-    q->hdr.version = bs;
+    q->hdr = tc_osd_rw_hdr(TC_OP_SEC_READ, p->b.inode, p->b.offset, bs, 0);
     q->rbuf = c->data;
     q->rbuf_len = bs;
     send(p, q, s);

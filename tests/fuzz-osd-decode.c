@@ -55,6 +55,8 @@ check(const uint8_t *data, size_t size)
       abort();     /* data outside the payload */
     if ((r.op == TC_OP_SEC_WRITE || r.op == TC_OP_SEC_DELETE || r.op == TC_OP_SEC_WRITE_STABLE) && !r.version)
       abort();
+    if (r.op == TC_OP_SEC_LOCK && (!r.pool || !r.pg_count || r.pg >= r.pg_count))
+      abort();     /* a lock of no PG */
   }
   else if (!err[0])
     abort();       /* a refusal must say why */
@@ -75,53 +77,70 @@ struct seed {
   const char *name;
   int expect;              /* 0 or -errno */
   uint8_t bs_sel;
-  struct tc_frame_hdr h;
+  union tc_osd_hdr h;      /* built in the operation's view (osd_proto.h) */
   uint32_t plen;
   uint64_t first8;         /* first 8 payload bytes */
 };
 
-#define H(op, ino, off, ver) { .magic = TC_FRAME_MAGIC, .opcode = (op), .inode = (ino), .offset = (off), .version = (ver) }
+#define RW(op, ino, off, n, ver) \
+  { .rw = { .magic = TC_FRAME_MAGIC, .opcode = (op), .inode = (ino), .offset = (off), .len = (n), .version = (ver) } }
+#define OBJ(op, ino, off) { .obj = { .magic = TC_FRAME_MAGIC, .opcode = (op), .inode = (ino), .offset = (off) } }
+#define LIST(first, last, pgn, pgc) \
+  { .list = { .magic = TC_FRAME_MAGIC, .opcode = TC_OP_SEC_LIST, .inode_first = (first), .inode_last = (last), \
+              .pg = (pgn), .pg_count = (pgc) } }
+#define LOCK(pl, pgn, pgc, ep) \
+  { .lock = { .magic = TC_FRAME_MAGIC, .opcode = TC_OP_SEC_LOCK, .pool = (pl), .pg = (pgn), .pg_count = (pgc), \
+              .epoch = (ep) } }
+#define PLAIN(op) { .frame = { .magic = TC_FRAME_MAGIC, .opcode = (op) } }
 #define I1 ((1ull << 48) | 1)
 
 static const struct seed seeds[] = {
-  { "read", 0, 5, H(TC_OP_READ, I1, 0, 4096), 0, 0 },
-  { "read-object", 0, 5, H(TC_OP_READ, I1, 131072, 131072), 0, 0 },
-  { "read-unaligned", -EINVAL, 5, H(TC_OP_READ, I1, 100, 4096), 0, 0 },
-  { "read-cross", -EINVAL, 5, H(TC_OP_READ, I1, 126976, 8192), 0, 0 },
-  { "read-zero", -EINVAL, 5, H(TC_OP_READ, I1, 0, 0), 0, 0 },
-  { "read-huge", -EINVAL, 6, H(TC_OP_READ, I1, 0, 1ull << 33), 0, 0 },
-  { "read-payload", -EINVAL, 5, H(TC_OP_READ, I1, 0, 4096), 16, 0 },
-  { "read-wrap", -EINVAL, 5, H(TC_OP_READ, I1, UINT64_MAX - 4095, 8192), 0, 0 },
-  { "write", 0, 5, H(TC_OP_WRITE, I1, 8192, 0), 4096, 0 },
-  { "write-odd", -EINVAL, 5, H(TC_OP_WRITE, I1, 8192, 0), 4000, 0 },
-  { "write-empty", -EINVAL, 5, H(TC_OP_WRITE, I1, 8192, 0), 0, 0 },
-  { "write-cross", -EINVAL, 0, H(TC_OP_WRITE, I1, 0, 0), 8192, 0 },
-  { "delete", 0, 5, H(TC_OP_DELETE, I1, 0, 131072), 0, 0 },
-  { "sync", 0, 5, H(TC_OP_SYNC, 0, 0, 0), 0, 0 },
-  { "sync-payload", -EINVAL, 5, H(TC_OP_SYNC, 0, 0, 0), 8, 0 },
-  { "scrub", 0, 5, H(TC_OP_SCRUB, I1, 12345, 0), 0, 0 },
-  { "describe", 0, 5, H(TC_OP_DESCRIBE, 0, 0, 0), 0, 0 },
-  { "ping", 0, 5, H(TC_OP_PING, 0, 0, 0), 0, 0 },
-  { "show-config", 0, 5, H(TC_OP_SHOW_CONFIG, 0, 0, 0), 0, 0 },
-  { "sec-list", 0, 5, H(TC_OP_SEC_LIST, 1ull << 48, (2ull << 48) - 1, (4ull << 32) | 3), 0, 0 },
-  { "sec-list-badpg", -EINVAL, 5, H(TC_OP_SEC_LIST, 1ull << 48, (2ull << 48) - 1, (4ull << 32) | 4), 0, 0 },
-  { "sec-list-empty", -EINVAL, 5, H(TC_OP_SEC_LIST, 2ull << 48, 1ull << 48, 0), 0, 0 },
-  { "sec-read", 0, 5, H(TC_OP_SEC_READ, I1, 0, 131072), 0, 0 },
-  { "sec-read-bmp", 0, 5, H(TC_OP_SEC_READ_BMP, I1, 0, 131072), 0, 0 },
-  { "sec-write", 0, 5, H(TC_OP_SEC_WRITE, I1, 4096, 7), 4096, 0 },
-  { "sec-write-v0", -EINVAL, 5, H(TC_OP_SEC_WRITE, I1, 4096, 0), 4096, 0 },
-  { "sec-write-stable", 0, 5, H(TC_OP_SEC_WRITE_STABLE, I1, 131072, 9), 8 + 131072, 0xffff },
-  { "sec-write-stable-bits", -EINVAL, 5, H(TC_OP_SEC_WRITE_STABLE, I1, 131072, 9), 8 + 131072, 1ull << 40 },
-  { "sec-write-stable-off", -EINVAL, 5, H(TC_OP_SEC_WRITE_STABLE, I1, 4096, 9), 8 + 131072, 1 },
-  { "sec-write-stable-short", -EINVAL, 5, H(TC_OP_SEC_WRITE_STABLE, I1, 131072, 9), 8 + 4096, 1 },
-  { "sec-delete", 0, 5, H(TC_OP_SEC_DELETE, I1, 0, 3), 8, 8192 },
-  { "sec-delete-nolen", -EINVAL, 5, H(TC_OP_SEC_DELETE, I1, 0, 3), 0, 0 },
-  { "sec-delete-cross", -EINVAL, 5, H(TC_OP_SEC_DELETE, I1, 126976, 3), 8, 8192 },
-  { "sec-sync", 0, 5, H(TC_OP_SEC_SYNC, 0, 0, 0), 0, 0 },
-  { "sec-lock", 0, 5, H(TC_OP_SEC_LOCK, 0, 5, (4ull << 32) | 1), 0, 0 },
-  { "sec-stabilize", 0, 5, H(TC_OP_SEC_STABILIZE, 0, 0, 0), 0, 0 },
-  { "unknown-op", -EINVAL, 5, H(99, 0, 0, 0), 0, 0 },
-  { "op-zero", -EINVAL, 5, H(0, 0, 0, 0), 0, 0 },
+  { "read", 0, 5, RW(TC_OP_READ, I1, 0, 4096, 0), 0, 0 },
+  { "read-object", 0, 5, RW(TC_OP_READ, I1, 131072, 131072, 0), 0, 0 },
+  { "read-unaligned", -EINVAL, 5, RW(TC_OP_READ, I1, 100, 4096, 0), 0, 0 },
+  { "read-cross", -EINVAL, 5, RW(TC_OP_READ, I1, 126976, 8192, 0), 0, 0 },
+  { "read-zero", -EINVAL, 5, RW(TC_OP_READ, I1, 0, 0, 0), 0, 0 },
+  { "read-huge", -EINVAL, 6, RW(TC_OP_READ, I1, 0, 0x80000000u, 0), 0, 0 },
+  { "read-payload", -EINVAL, 5, RW(TC_OP_READ, I1, 0, 4096, 0), 16, 0 },
+  { "read-wrap", -EINVAL, 5, RW(TC_OP_READ, I1, UINT64_MAX - 4095, 8192, 0), 0, 0 },
+  { "write", 0, 5, RW(TC_OP_WRITE, I1, 8192, 4096, 0), 4096, 0 },
+  { "write-odd", -EINVAL, 5, RW(TC_OP_WRITE, I1, 8192, 4000, 0), 4000, 0 },
+  { "write-empty", -EINVAL, 5, RW(TC_OP_WRITE, I1, 8192, 0, 0), 0, 0 },
+  { "write-cross", -EINVAL, 0, RW(TC_OP_WRITE, I1, 0, 8192, 0), 8192, 0 },
+  { "write-len-payload", -EINVAL, 5, RW(TC_OP_WRITE, I1, 8192, 8192, 0), 4096, 0 },
+  { "delete", 0, 5, RW(TC_OP_DELETE, I1, 0, 131072, 0), 0, 0 },
+  { "sync", 0, 5, PLAIN(TC_OP_SYNC), 0, 0 },
+  { "sync-payload", -EINVAL, 5, PLAIN(TC_OP_SYNC), 8, 0 },
+  { "scrub", 0, 5, OBJ(TC_OP_SCRUB, I1, 12345), 0, 0 },
+  { "describe", 0, 5, PLAIN(TC_OP_DESCRIBE), 0, 0 },
+  { "ping", 0, 5, PLAIN(TC_OP_PING), 0, 0 },
+  { "show-config", 0, 5, PLAIN(TC_OP_SHOW_CONFIG), 0, 0 },
+  { "sec-list", 0, 5, LIST(1ull << 48, (2ull << 48) - 1, 3, 4), 0, 0 },
+  { "sec-list-all", 0, 5, LIST(1ull << 48, (2ull << 48) - 1, 0, 0), 0, 0 },
+  { "sec-list-badpg", -EINVAL, 5, LIST(1ull << 48, (2ull << 48) - 1, 4, 4), 0, 0 },
+  { "sec-list-empty", -EINVAL, 5, LIST(2ull << 48, 1ull << 48, 0, 0), 0, 0 },
+  { "sec-read", 0, 5, RW(TC_OP_SEC_READ, I1, 0, 131072, 0), 0, 0 },
+  { "sec-read-bmp", 0, 5, RW(TC_OP_SEC_READ_BMP, I1, 0, 131072, 0), 0, 0 },
+  { "sec-write", 0, 5, RW(TC_OP_SEC_WRITE, I1, 4096, 4096, 7), 4096, 0 },
+  { "sec-write-v0", -EINVAL, 5, RW(TC_OP_SEC_WRITE, I1, 4096, 4096, 0), 4096, 0 },
+  { "sec-write-stable", 0, 5, RW(TC_OP_SEC_WRITE_STABLE, I1, 131072, 131072, 9), 8 + 131072, 0xffff },
+  { "sec-write-stable-bits", -EINVAL, 5, RW(TC_OP_SEC_WRITE_STABLE, I1, 131072, 131072, 9), 8 + 131072, 1ull << 40 },
+  { "sec-write-stable-off", -EINVAL, 5, RW(TC_OP_SEC_WRITE_STABLE, I1, 4096, 131072, 9), 8 + 131072, 1 },
+  { "sec-write-stable-short", -EINVAL, 5, RW(TC_OP_SEC_WRITE_STABLE, I1, 131072, 131072, 9), 8 + 4096, 1 },
+  { "sec-write-stable-len", -EINVAL, 5, RW(TC_OP_SEC_WRITE_STABLE, I1, 131072, 4096, 9), 8 + 131072, 1 },
+  { "sec-delete", 0, 5, RW(TC_OP_SEC_DELETE, I1, 0, 8192, 3), 0, 0 },
+  { "sec-delete-v1-payload", -EINVAL, 5, RW(TC_OP_SEC_DELETE, I1, 0, 0, 3), 8, 8192 },
+  { "sec-delete-nolen", -EINVAL, 5, RW(TC_OP_SEC_DELETE, I1, 0, 0, 3), 0, 0 },
+  { "sec-delete-v0", -EINVAL, 5, RW(TC_OP_SEC_DELETE, I1, 0, 8192, 0), 0, 0 },
+  { "sec-delete-cross", -EINVAL, 5, RW(TC_OP_SEC_DELETE, I1, 126976, 8192, 3), 0, 0 },
+  { "sec-sync", 0, 5, PLAIN(TC_OP_SEC_SYNC), 0, 0 },
+  { "sec-lock", 0, 5, LOCK(1, 1, 4, 5), 0, 0 },
+  { "sec-lock-nopool", -EINVAL, 5, LOCK(0, 1, 4, 5), 0, 0 },
+  { "sec-lock-nopg", -EINVAL, 5, LOCK(1, 0, 0, 5), 0, 0 },
+  { "sec-lock-badpg", -EINVAL, 5, LOCK(1, 4, 4, 5), 0, 0 },
+  { "sec-stabilize", 0, 5, PLAIN(TC_OP_SEC_STABILIZE), 0, 0 },
+  { "unknown-op", -EINVAL, 5, PLAIN(99), 0, 0 },
+  { "op-zero", -EINVAL, 5, PLAIN(0), 0, 0 },
 };
 
 static uint8_t *
@@ -144,8 +163,8 @@ show_config(const char *json, int expect)
 {
   size_t n = strlen(json), size = 1 + 64 + n;
   uint8_t *b = calloc(1, size);
-  struct tc_frame_hdr h = H(TC_OP_SHOW_CONFIG, 0, 0, 0);
-  memcpy(b + 1, &h, sizeof h);
+  union tc_osd_hdr h = PLAIN(TC_OP_SHOW_CONFIG);
+  memcpy(b + 1, &h.frame, sizeof h.frame);
   memcpy(b + 65, json, n);
   int rc = check(b, size);
   free(b);

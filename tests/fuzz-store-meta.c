@@ -22,15 +22,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  static struct tc_obj_rec rec;
+  static struct tc_store_obj_rec rec;
   static uint8_t out[8 + 32 + 12 * TC_STORE_MAX_SECTORS];
   if (size < 2)
     return 0;
   uint32_t spb = 1u << (data[0] % 9);
   if (data[1] % 2 == 0) {
-    if (tc_obj_rec_decode(&rec, spb, data + 2, size - 2) == NULL) {
-      size_t n = tc_obj_rec_encode(&rec, spb, out);
-      if (n != size - 2 || n > tc_obj_rec_max_size(spb) || memcmp(out, data + 2, n) != 0)
+    if (tc_store_obj_rec_decode(&rec, spb, data + 2, size - 2) == NULL) {
+      size_t n = tc_store_obj_rec_encode(&rec, spb, out);
+      if (n != size - 2 || n > tc_store_obj_rec_max_size(spb) || memcmp(out, data + 2, n) != 0)
         abort();   /* decode accepted bytes that do not round-trip */
     }
   }

@@ -7,7 +7,11 @@
  *
  *   osd-client [tromcho options] COMMAND [args]
  *   raw OP --host H --port P [--inode I] [--offset O] [--len L] [--version V] [--hex-payload HEX]
- *       one request to one OSD; prints "status=S (text) version=V bitmap=B len=L".
+ *          [--inode-last I] [--pool P] [--pg N --pg-count C] [--epoch E] [--bitmap B]
+ *       one request to one OSD, built in its operation's view of osd_proto.h (data
+ *       ops: inode offset len version; SEC_LIST: inode..inode-last, pg of pg-count;
+ *       SEC_LOCK: pool, pg of pg-count, epoch); prints "status=S (text) version=V
+ *       bitmap=B len=L".
  *   write --inode I --offset O --len L --seed S      pattern write (split per object)
  *   read  --inode I --offset O --len L --seed S      read and check the pattern (--zero: expect zeros)
  *   delete --inode I --offset O --len L
@@ -206,7 +210,8 @@ op_done(struct tc_msgr_req *req, int err, void *arg)
 static void
 op_send(struct op *op)
 {
-  uint64_t osd = op->osd ? op->osd : primary_of(op->req.hdr.inode, op->req.hdr.offset);
+  uint64_t osd = op->osd ? op->osd : primary_of(tc_osd_hdr_of(&op->req.hdr).rw.inode,
+                                                       tc_osd_hdr_of(&op->req.hdr).rw.offset);
   struct tc_msgr_conn *c = osd ? conn_osd(osd) : NULL;
   if (!c || tc_msgr_call(c, &op->req) < 0) {
     if (tc_now_ms() < op->deadline) {
@@ -313,10 +318,8 @@ cmd_raw(int argc, char **argv)
   int port = (int) num(argc, argv, "--port", NULL);
   struct op op;
   memset(&op, 0, sizeof op);
-  op.req.hdr.opcode = (uint16_t) opc;
-  op.req.hdr.inode = num(argc, argv, "--inode", "0");
-  op.req.hdr.offset = num(argc, argv, "--offset", "0");
-  op.req.hdr.version = num(argc, argv, "--version", "0");
+  uint64_t inode = num(argc, argv, "--inode", "0"), offset = num(argc, argv, "--offset", "0");
+  uint64_t version = num(argc, argv, "--version", "0");
   uint64_t len = num(argc, argv, "--len", "0");
   uint8_t *payload = NULL;
   const char *hex = arg(argc, argv, "--hex-payload", NULL), *text = arg(argc, argv, "--text-payload", NULL);
@@ -333,13 +336,8 @@ cmd_raw(int argc, char **argv)
   }
   else if (len && (opc == TC_OP_WRITE || opc == TC_OP_SEC_WRITE)) {
     payload = malloc(len);
-    pattern(payload, len, op.req.hdr.inode, op.req.hdr.offset, num(argc, argv, "--seed", "1"));
+    pattern(payload, len, inode, offset, num(argc, argv, "--seed", "1"));
     op.iov = (struct iovec) { payload, len };
-  }
-  else if (opc == TC_OP_SEC_DELETE) {
-    payload = malloc(8);
-    memcpy(payload, &len, 8);
-    op.iov = (struct iovec) { payload, 8 };
   }
   else if (len && opc == TC_OP_SEC_WRITE_STABLE) {
     payload = calloc(1, 8 + len);
@@ -347,8 +345,26 @@ cmd_raw(int argc, char **argv)
     memcpy(payload, &bm, 8);
     op.iov = (struct iovec) { payload, 8 + len };
   }
-  else if (len)
-    op.req.hdr.version = len;   /* READ-like: the length travels in version */
+  /* Each operation's header in its own view (osd_proto.h). */
+  switch (opc) {
+  case TC_OP_READ: case TC_OP_WRITE: case TC_OP_DELETE: case TC_OP_SEC_READ: case TC_OP_SEC_READ_BMP:
+  case TC_OP_SEC_WRITE: case TC_OP_SEC_DELETE: case TC_OP_SEC_WRITE_STABLE:
+    op.req.hdr = tc_osd_rw_hdr(opc, inode, offset, (uint32_t) len, version);
+    break;
+  case TC_OP_SCRUB:
+    op.req.hdr = tc_osd_obj_hdr(opc, inode, offset);
+    break;
+  case TC_OP_SEC_LIST:
+    op.req.hdr = tc_osd_list_hdr(inode, num(argc, argv, "--inode-last", "0"), (uint32_t) num(argc, argv, "--pg", "0"),
+                                 (uint32_t) num(argc, argv, "--pg-count", "0"));
+    break;
+  case TC_OP_SEC_LOCK:
+    op.req.hdr = tc_osd_lock_hdr(num(argc, argv, "--pool", "0"), (uint32_t) num(argc, argv, "--pg", "0"),
+                                 (uint32_t) num(argc, argv, "--pg-count", "0"), num(argc, argv, "--epoch", "0"));
+    break;
+  default:
+    op.req.hdr.opcode = (uint16_t) opc;
+  }
   op.req.iov = op.iov.iov_len ? &op.iov : NULL;
   op.req.iovcnt = op.iov.iov_len ? 1 : 0;
   timeout_s = 0;   /* no retries */
@@ -366,8 +382,9 @@ cmd_raw(int argc, char **argv)
   }
   while (!op.done)
     tc_evloop_run_once(loop, 100);
+  const union tc_osd_hdr rh = tc_osd_hdr_of(&op.req.reply);
   printf("status=%d (%s) version=%" PRIu64 " bitmap=%#" PRIx64 " len=%" PRIu32 "\n", op.status,
-         op.status < 0 ? strerror(-op.status) : "ok", op.req.reply.version, op.req.reply.offset, op.req.reply.len);
+         op.status < 0 ? strerror(-op.status) : "ok", rh.reply.version, rh.reply.bitmap, op.req.reply.len);
   if (op.req.reply_payload && op.req.reply.len && flag(argc, argv, "--print"))
     printf("%.*s\n", (int) op.req.reply.len, (char *) op.req.reply_payload);
   free(op.req.reply_payload);
@@ -407,16 +424,13 @@ cmd_rw(int argc, char **argv, int opc)
     pattern(want, n, inode, pos, seed);
     if (zero)
       memset(want, 0, n);
-    op.req.hdr.opcode = (uint16_t) opc;
-    op.req.hdr.inode = inode;
-    op.req.hdr.offset = pos;
+    op.req.hdr = tc_osd_rw_hdr(opc, inode, pos, (uint32_t) n, 0);
     if (opc == TC_OP_WRITE) {
       op.iov = (struct iovec) { want, n };
       op.req.iov = &op.iov;
       op.req.iovcnt = 1;
     }
     else {
-      op.req.hdr.version = n;
       op.req.rbuf = buf;
       op.req.rbuf_len = n;
     }
@@ -517,7 +531,7 @@ stream_write_done(struct op *op)
     s_failed = 1;
   }
   else {
-    fprintf(logf_, "w %" PRIu64 " %" PRIu64 "\n", op->seq, op->req.hdr.offset);
+    fprintf(logf_, "w %" PRIu64 " %" PRIu64 "\n", op->seq, tc_osd_hdr_of(&op->req.hdr).rw.offset);
     s_ackmap[op->seq] = 1;
     while (s_acked_below < s_count && s_ackmap[s_acked_below])
       s_acked_below++;
@@ -543,10 +557,9 @@ stream_issue(void)
     struct op *op = calloc(1, sizeof *op);
     uint8_t *buf = malloc(4096);
     op->seq = s_next++;
-    op->req.hdr.opcode = TC_OP_WRITE;
-    op->req.hdr.inode = s_inode;
-    op->req.hdr.offset = perm(op->seq, s_sectors) * 4096;
-    pattern(buf, 4096, s_inode, op->req.hdr.offset, op->seq + 1);
+    uint64_t off = perm(op->seq, s_sectors) * 4096;
+    op->req.hdr = tc_osd_rw_hdr(TC_OP_WRITE, s_inode, off, 4096, 0);
+    pattern(buf, 4096, s_inode, off, op->seq + 1);
     op->iov = (struct iovec) { buf, 4096 };
     op->req.iov = &op->iov;
     op->req.iovcnt = 1;
@@ -635,10 +648,7 @@ cmd_verify(int argc, char **argv)
       continue;
     struct op op;
     memset(&op, 0, sizeof op);
-    op.req.hdr.opcode = TC_OP_READ;
-    op.req.hdr.inode = inode;
-    op.req.hdr.offset = offs[i];
-    op.req.hdr.version = 4096;
+    op.req.hdr = tc_osd_rw_hdr(TC_OP_READ, inode, offs[i], 4096, 0);
     op.req.rbuf = buf;
     op.req.rbuf_len = sizeof buf;
     int st = op_run(&op);
@@ -671,9 +681,7 @@ cmd_scrub_all(int argc, char **argv)
   for (size_t i = 0; map && i < map->n_osds; i++) {
     struct op op;
     memset(&op, 0, sizeof op);
-    op.req.hdr.opcode = TC_OP_SEC_LIST;
-    op.req.hdr.inode = TC_INODE(pool, 0);
-    op.req.hdr.offset = TC_INODE(pool + 1, 0) - 1;
+    op.req.hdr = tc_osd_list_hdr(TC_INODE(pool, 0), TC_INODE(pool + 1, 0) - 1, 0, 0);
     op.osd = map->osds[i].id;
     int st = op_run(&op);
     if (st < 0) {
@@ -696,9 +704,7 @@ cmd_scrub_all(int argc, char **argv)
       continue;
     struct op op;
     memset(&op, 0, sizeof op);
-    op.req.hdr.opcode = TC_OP_SCRUB;
-    op.req.hdr.inode = objs[i].inode;
-    op.req.hdr.offset = objs[i].offset;
+    op.req.hdr = tc_osd_obj_hdr(TC_OP_SCRUB, objs[i].inode, objs[i].offset);
     int st = op_run(&op);
     if (st < 0) {
       fprintf(stderr, "osd-client: SCRUB inode %#" PRIx64 " offset %" PRIu64 ": %s\n", objs[i].inode,
@@ -708,7 +714,7 @@ cmd_scrub_all(int argc, char **argv)
     }
     count++;
     total_bad += (uint64_t) st;
-    total_rep += op.req.reply.offset;
+    total_rep += tc_osd_hdr_of(&op.req.reply).scrub.repaired;
   }
   free(objs);
   printf("scrub objects=%" PRIu64 " bad=%" PRIu64 " repaired=%" PRIu64 "\n", count, total_bad, total_rep);
@@ -806,10 +812,7 @@ bench_issue(struct op *op)
     off = b_seq_pos;
     b_seq_pos = (b_seq_pos + b_bs) % b_size;
   }
-  op->req.hdr.inode = b_inode;
-  op->req.hdr.offset = off;
-  op->req.hdr.opcode = b_write ? TC_OP_WRITE : TC_OP_READ;
-  op->req.hdr.version = b_write ? 0 : b_bs;
+  op->req.hdr = tc_osd_rw_hdr(b_write ? TC_OP_WRITE : TC_OP_READ, b_inode, off, b_bs, 0);
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   op->t0 = (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
@@ -911,10 +914,7 @@ main(int argc, char **argv)
     uint64_t inode = num(ac, av, "--inode", NULL), off = num(ac, av, "--offset", "0"), len = num(ac, av, "--len", NULL);
     struct op op;
     memset(&op, 0, sizeof op);
-    op.req.hdr.opcode = TC_OP_DELETE;
-    op.req.hdr.inode = inode;
-    op.req.hdr.offset = off;
-    op.req.hdr.version = len;
+    op.req.hdr = tc_osd_rw_hdr(TC_OP_DELETE, inode, off, (uint32_t) len, 0);
     int st = op_run(&op);
     printf("DELETE status=%d\n", st);
     rc = st < 0;

@@ -4,7 +4,7 @@
 # processes. Each cell is the outcome the seed implies: the mode the
 # connection runs in, or X (refused, with a log line saying why).
 #
-# The rules (seed "OSD transport encryption"; common/msgr.h):
+# The rules (seed "OSD transport encryption"; common/msgr/msgr.h):
 #  - mode = the weaker of the two proto_checksums; without keys gcm is
 #    impossible and counts as payload;
 #  - with certificates (keys) the server, unless force_proto_checksums is

@@ -34,8 +34,8 @@ osd_client read --inode $I --offset 139264 --len 1900544 --seed 11 || fail "read
 
 # Every replica holds the same objects (SEC_LIST on each OSD).
 for n in 1 2 3; do
-  osd_client raw SEC_LIST --port "$(osd_port $n)" --inode $I --offset $I | grep -q 'status=16 ' ||
-    fail "osd $n does not list 16 objects: $(osd_client raw SEC_LIST --port "$(osd_port $n)" --inode $I --offset $I)"
+  osd_client raw SEC_LIST --port "$(osd_port $n)" --inode $I --inode-last $I | grep -q 'status=16 ' ||
+    fail "osd $n does not list 16 objects: $(osd_client raw SEC_LIST --port "$(osd_port $n)" --inode $I --inode-last $I)"
 done
 
 # A delete leaves zeros, and the object stays deleted after re-peering.
@@ -56,6 +56,27 @@ osd_client raw SEC_STABILIZE --port $P1 | grep -q 'status=-95 ' || fail "SEC_STA
 osd_client raw SHOW_CONFIG --port $P1 --print | grep -q '"osd_num":2,"block_size":131072' || fail "SHOW_CONFIG"
 osd_client raw PING --port $P1 | grep -q 'status=0 ' || fail "PING"
 grep -q "refused a request from .*not whole 4 KiB sectors" "$TESTDIR/osd2.log" || fail "no log line for the bad request"
+# Protocol 2: SEC_DELETE's length is in its header; the 8-byte payload of
+# protocol 1 is refused, and so is a peer that speaks protocol 1 at all.
+osd_client raw SEC_DELETE --port $P1 --inode $I --offset 0 --version 5 --hex-payload 0020000000000000 |
+  grep -q 'status=-22 ' || fail "a protocol-1 SEC_DELETE (length as payload) not EINVAL"
+grep -q "SEC_DELETE: unexpected payload of 8 bytes" "$TESTDIR/osd2.log" || fail "no log line for the protocol-1 SEC_DELETE"
+python3 - "$P1" <<'PY' || fail "a protocol-1 peer got no alert"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"\x01\x01\x00\x00\x48\x00\x00\x00" + bytes(72))   # a version-1 ClientHello
+s.settimeout(5)
+data = b""
+while True:
+    d = s.recv(1000)
+    if not d:
+        break
+    data += d
+assert data[:2] == b"\x0f\x02", "no version-2 alert: %r" % data[:16]
+PY
+WAIT_SECS=5 wait_for grep -q "handshake message with version 1 (this is version 2) - the peer runs an older tromcho" "$TESTDIR/osd2.log" ||
+  fail "a protocol-1 peer was not refused by name: $(tail -3 "$TESTDIR/osd2.log")"
+osd_client raw PING --port $P1 | grep -q 'status=0 ' || fail "PING after the refusals"
 
 # SIGTERM: a clean stop that drops /osd/state at once (lease revoked).
 kill_osd 3

@@ -94,11 +94,11 @@ done
 refused alice SHOW_CONFIG --text-payload '{"osd_num": 2}'   # claims to be an OSD
 allowed osd SHOW_CONFIG --text-payload '{"osd_num": 2}'
 # SEC_LIST: OSDs and admins any; clients only limited to an image they read.
-allowed admin SEC_LIST --inode 0 --offset $(( (2 << 48) - 1 ))
-allowed osd SEC_LIST --inode 0 --offset $(( (2 << 48) - 1 ))
-refused alice SEC_LIST --inode 0 --offset $(( (2 << 48) - 1 ))
-allowed alice SEC_LIST --inode $R --offset $R
-refused bob SEC_LIST --inode $A --offset $A
+allowed admin SEC_LIST --inode 0 --inode-last $(( (2 << 48) - 1 ))
+allowed osd SEC_LIST --inode 0 --inode-last $(( (2 << 48) - 1 ))
+refused alice SEC_LIST --inode 0 --inode-last $(( (2 << 48) - 1 ))
+allowed alice SEC_LIST --inode $R --inode-last $R
+refused bob SEC_LIST --inode $A --inode-last $A
 # Cluster operations: only OSDs.
 for who in alice admin anon; do
   refused $who SEC_READ --inode $A --offset 0 --len 4096
@@ -109,7 +109,7 @@ for who in alice admin anon; do
   refused $who SEC_SYNC
   refused $who SEC_STABILIZE
   refused $who SEC_ROLLBACK
-  refused $who SEC_LOCK --version $(( (1 << 32) | 0 ))
+  refused $who SEC_LOCK --pool 1 --pg 0 --pg-count 1
 done
 allowed osd SEC_SYNC
 # The PG is locked on the secondaries by its primary (SEC_LOCK at peering):

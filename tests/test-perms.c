@@ -1,4 +1,4 @@
-/* The rights tables of the seed document, case by case (common/perms.c). */
+/* The rights tables of the seed document, case by case (common/cluster/perms.c). */
 #include <config.h>
 #include <string.h>
 #include "osd_ops.h"

@@ -13,6 +13,7 @@
 #include "image_meta.h"
 #include "log.h"
 #include "msgr.h"
+#include "osd_proto.h"
 
 /* A connection to one OSD, kept while the cluster lives. */
 struct osd_link {
@@ -744,7 +745,8 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
       else if (own_payload && op->code == TC_OBJ_READ)
         memcpy(req->rbuf, payload, sr->len);
       if (r == 0 && op->bitmap)
-        set_bits(op->bitmap, (sr->off - op->offset) / TC_SECTOR, req->reply.offset, sr->len / TC_SECTOR);
+        set_bits(op->bitmap, (sr->off - op->offset) / TC_SECTOR, tc_osd_hdr_of(&req->reply).reply.bitmap,
+                 sr->len / TC_SECTOR);
     }
     else {
       dirty_add(cl, sr->osd);
@@ -840,41 +842,34 @@ sreq_dispatch(struct sreq *sr)
   if (sr->kind == SR_SYNC)
     h->opcode = TC_OP_SYNC;
   else if (sr->kind == SR_LIST) {
-    h->opcode = TC_OP_SEC_LIST;
-    h->inode = cop->first;
-    h->offset = cop->last;
     const struct tc_pool_info *p = tc_map_pool(cl->map, TC_INODE_POOL(inode));
-    h->version = (uint64_t) p->pg_count << 32 | sr->pg;
+    *h = tc_osd_list_hdr(cop->first, cop->last, sr->pg, p->pg_count);
   }
   else {
     struct tc_objop *op = cop->op;
-    h->inode = op->inode;
-    h->offset = sr->off;
     switch (op->code) {
     case TC_OBJ_READ:
     case TC_OBJ_BITMAP:
-      h->opcode = TC_OP_READ;
-      h->version = sr->len;
+      *h = tc_osd_rw_hdr(TC_OP_READ, op->inode, sr->off, sr->len, 0);
       sr->req.rbuf = sr->rbuf;
       sr->req.rbuf_len = sr->len;
       break;
     case TC_OBJ_WRITE:
-      h->opcode = TC_OP_WRITE;
+      *h = tc_osd_rw_hdr(TC_OP_WRITE, op->inode, sr->off, sr->len, 0);
       sr->iov.iov_base = (uint8_t *) op->buf + (sr->off - op->offset);
       sr->iov.iov_len = sr->len;
       sr->req.iov = &sr->iov;
       sr->req.iovcnt = 1;
       break;
     case TC_OBJ_DELETE:
-      h->opcode = TC_OP_DELETE;
-      h->version = sr->len;
+      *h = tc_osd_rw_hdr(TC_OP_DELETE, op->inode, sr->off, sr->len, 0);
       break;
     case TC_OBJ_SYNC:
       break;
     }
   }
   tc_debug("cluster: send %s inode 0x%" PRIx64 " offset %" PRIu64 " len %u to OSD %" PRIu64 " (sreq %p)",
-           tc_osd_op_name(h->opcode), h->inode, h->offset, sr->len, osd, (void *) sr);
+           tc_osd_op_name(h->opcode), inode, sr->off, sr->len, osd, (void *) sr);
   if (tc_msgr_call(conn, &sr->req) < 0) {
     request_refresh(cl);
     sreq_wait(sr, -ECONNRESET);

@@ -1,7 +1,7 @@
 /* The OSD protocol: what each operation of osd_ops.h carries in the frame
  * header (frame.h) and payload, for client->OSD and OSD->OSD requests over
  * the messenger (msgr.h). This is a contract between osd/ and the cluster
- * client (common/cluster.c); change both together.
+ * client (common/cluster/cluster.c); change both together.
  *
  * Addressing. hdr.inode is the full inode number (pool << 48 | id, see
  * image_meta.h); hdr.offset a byte offset in the inode. Every data
@@ -9,17 +9,17 @@
  * aligned: offset % 4096 == 0 and length % 4096 == 0. The OSD refuses
  * anything else with -EINVAL.
  *
- * The 64-byte header has no spare field, so fields a request or reply does
- * not otherwise use carry its extra arguments (named below):
- *   requests without payload: hdr.version = the LENGTH for READ, SEC_READ,
- *     SEC_READ_BMP and DELETE; the PG FILTER (pg_count << 32 | pg, 0 = none)
- *     for SEC_LIST and SEC_LOCK;
- *   replies (inode/offset are not echoed): hdr.offset = the BITMAP of the
- *     range (bit i = sector i present, LSB first; at most 64 sectors per
- *     operation, so one READ covers at most 256 KiB and a pool's block_size
- *     is at most 256 KiB), hdr.version = the object's version.
+ * Each operation reads the 64-byte frame header through its own packed
+ * view (union tc_osd_hdr below): the messenger's fields (magic, opcode,
+ * flags, req_id, payload_len, checksum, hdr_check) sit at the same place in
+ * every view, the 28 bytes between them are the operation's arguments, and
+ * no field means one thing for one operation and another for the next.
+ * Build a request in its view and copy .frame into tc_msgr_req.hdr; read a
+ * request or a reply with tc_osd_hdr_of(). Bitmaps: bit i = sector i
+ * present, LSB first; at most 64 sectors per operation, so one READ covers
+ * at most 256 KiB and a pool's block_size is at most 256 KiB.
  *
- * Replies: hdr.status = 0 or a positive count on success, -errno on failure.
+ * Replies: status = 0 or a positive count on success, -errno on failure.
  * -EPERM: the rights table forbids it (logged by the OSD with the peer and
  *         the object; the connection goes on).
  * -EAGAIN: this OSD is not (or no longer, or not yet) the active primary of
@@ -27,59 +27,235 @@
  * -EINVAL: malformed request. -EIO: the data is bad on every replica.
  *
  * Client operations (sent to the PG's primary unless said otherwise):
- *   READ        req: inode, offset, version = length (<= 256 KiB).
- *               reply: payload = length bytes (absent sectors zero),
- *               offset = presence bitmap, version = object version.
- *   WRITE       req: inode, offset, payload = data (<= one object, <= 256 KiB).
- *               reply: version = the object's new version. Acknowledged once
- *               pg_minsize replicas hold it (not yet durable: see SYNC).
- *   DELETE      req: inode, offset, version = length: the sectors become absent.
+ *   READ        rw view: inode, offset, len (<= 256 KiB).
+ *               reply (rw view): payload = len bytes (absent sectors zero),
+ *               bitmap = presence, version = the object's version.
+ *   WRITE       rw view: inode, offset, len = payload_len, payload = data
+ *               (<= one object, <= 256 KiB). reply: version = the object's
+ *               new version. Acknowledged once pg_minsize replicas hold it
+ *               (not yet durable: see SYNC).
+ *   DELETE      rw view: inode, offset, len: the sectors become absent.
  *               reply: version as WRITE.
- *   SYNC        any OSD; req: nothing. Makes durable every write and delete
+ *   SYNC        any OSD; no arguments. Makes durable every write and delete
  *               this OSD acknowledged (locally and on the secondaries it
  *               sent them to). reply: status 0.
- *   SCRUB       req: inode, offset (the object). Compares the replicas'
+ *   SCRUB       obj view: inode, offset (the object). Compares the replicas'
  *               versions and sector checksums and repairs bad or stale
- *               copies from a good one. reply: status = sectors found bad,
- *               offset = sectors repaired.
- *   DESCRIBE    admin; req: nothing. reply: payload = JSON about the OSD
+ *               copies from a good one. reply (scrub view): status =
+ *               sectors found bad, repaired = sectors repaired.
+ *   DESCRIBE    admin; no arguments. reply: payload = JSON about the OSD
  *               (osd_num, objects, PGs and their states).
  *   PING        reply: status 0.
- *   SHOW_CONFIG req: payload = JSON {"osd_num": N} when the caller claims
- *               to be OSD N (checked against the proven identity), else
- *               empty. reply: payload = JSON {"osd_num", "block_size",
- *               "pools": [...], "primary_pgs": [...]}.
- *   SEC_LIST    req: inode = first inode, offset = last inode,
- *               version = pg_count << 32 | pg (0: no PG filter).
+ *   SHOW_CONFIG payload = JSON {"osd_num": N} when the caller claims to be
+ *               OSD N (checked against the proven identity), else empty.
+ *               reply: payload = JSON {"osd_num", "block_size", "pools":
+ *               [...], "primary_pgs": [...]}.
+ *   SEC_LIST    list view: inode_first..inode_last, pg of pg_count
+ *               (pg_count 0: no PG filter).
  *               reply: payload = array of struct tc_osd_list_entry.
  *
  * OSD-to-OSD operations (only peers proven to be OSDs; version = the
- * primary's version of the object):
- *   SEC_READ        as READ, from any replica (recovery, scrub).
- *   SEC_READ_BMP    as SEC_READ without data: reply offset = bitmap, version.
- *   SEC_WRITE       as WRITE with hdr.version set by the primary.
- *   SEC_WRITE_STABLE replace a whole object (recovery): offset = object
- *                   start, payload = 8-byte presence bitmap of the sectors
- *                   to keep, then block_size bytes; version = its version.
- *   SEC_DELETE      as DELETE with hdr.version = the version; payload =
- *                   the 8-byte length.
+ * primary's version of the object, never 0):
+ *   SEC_READ        as READ (rw view), from any replica (recovery, scrub).
+ *   SEC_READ_BMP    as SEC_READ without data: reply bitmap, version.
+ *   SEC_WRITE       as WRITE, with the version set by the primary.
+ *   SEC_WRITE_STABLE replace a whole object (recovery): rw view with offset
+ *                   = the object's start, len = block_size, version; payload
+ *                   = 8-byte presence bitmap of the sectors to keep, then
+ *                   block_size bytes.
+ *   SEC_DELETE      as DELETE, with the version (protocol 1 sent the
+ *                   length as an 8-byte payload; now it is len).
  *   SEC_SYNC        make this OSD's store durable.
- *   SEC_LOCK        req: version = pg_count << 32 | pg, offset = the primary's
- *                   epoch: this OSD will take SEC_WRITEs of that PG only from
- *                   the caller until the next SEC_LOCK. reply 0.
- *                   inode = the pool's first inode (pool << 48): the pool.
+ *   SEC_LOCK        lock view: pool, pg of pg_count, epoch = the primary's
+ *                   peering epoch: this OSD takes SEC_WRITEs of that PG only
+ *                   from the caller's connection until the next SEC_LOCK.
  *                   A SEC_WRITE, SEC_WRITE_STABLE or SEC_DELETE of a locked
  *                   PG on another connection gets -EBUSY (a deposed primary).
  *   SEC_STABILIZE, SEC_ROLLBACK: reserved for two-phase (EC) writes; OSDs
  *                   answer -ENOTSUP after the rights check.
+ *
+ * Version. TC_OSD_PROTO_VERSION travels in every handshake message (the
+ * messenger's TC_PROTO_VERSION, frame.h): a peer of another version is
+ * refused at the handshake with a message naming both versions.
  */
 #ifndef TROMCHO_OSD_PROTO_H
 #define TROMCHO_OSD_PROTO_H
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include "frame.h"
 #include "osd_ops.h"
+
+#define TC_OSD_PROTO_VERSION 2
+_Static_assert(TC_OSD_PROTO_VERSION == TC_PROTO_VERSION, "the handshake carries the OSD protocol's version");
 
 #define TC_OSD_MAX_OP_SECTORS 64
 #define TC_OSD_MAX_OP_BYTES (TC_OSD_MAX_OP_SECTORS * 4096)
+
+/* The messenger's part of every view: before and after the arguments. */
+#define TC_OSD_HDR_HEAD \
+  uint32_t magic;       /* the messenger's */ \
+  uint16_t opcode;      /* enum tc_osd_op */ \
+  uint16_t flags;       /* the messenger's */ \
+  uint64_t req_id       /* the messenger's */
+#define TC_OSD_HDR_TAIL \
+  uint64_t checksum;    /* the messenger's */ \
+  uint64_t hdr_check    /* the messenger's */
+
+/* READ, WRITE, DELETE, SEC_READ, SEC_READ_BMP, SEC_WRITE, SEC_DELETE,
+ * SEC_WRITE_STABLE: a range of one object. */
+struct tc_osd_op_rw {
+  TC_OSD_HDR_HEAD;
+  uint64_t inode;
+  uint64_t offset;      /* byte offset in the inode */
+  uint32_t payload_len; /* the messenger's */
+  uint32_t len;         /* bytes of the range */
+  uint64_t version;     /* SEC_*: the primary's version of the object; else 0 */
+  TC_OSD_HDR_TAIL;
+} __attribute__((packed));
+
+/* SCRUB: one object. */
+struct tc_osd_op_obj {
+  TC_OSD_HDR_HEAD;
+  uint64_t inode;
+  uint64_t offset;      /* any byte of the object */
+  uint32_t payload_len;
+  uint32_t reserved0;
+  uint64_t reserved1;
+  TC_OSD_HDR_TAIL;
+} __attribute__((packed));
+
+/* SEC_LIST: the objects of inodes inode_first..inode_last, of one PG. */
+struct tc_osd_op_list {
+  TC_OSD_HDR_HEAD;
+  uint64_t inode_first;
+  uint64_t inode_last;
+  uint32_t payload_len;
+  uint32_t reserved0;
+  uint32_t pg;          /* with pg_count: only this PG's objects */
+  uint32_t pg_count;    /* 0: every object of the range */
+  TC_OSD_HDR_TAIL;
+} __attribute__((packed));
+
+/* SEC_LOCK: PG pg of pool (of pg_count PGs), at the primary's epoch. */
+struct tc_osd_op_lock {
+  TC_OSD_HDR_HEAD;
+  uint64_t pool;
+  uint64_t epoch;
+  uint32_t payload_len;
+  uint32_t reserved0;
+  uint32_t pg;
+  uint32_t pg_count;
+  TC_OSD_HDR_TAIL;
+} __attribute__((packed));
+
+/* The reply to a READ, WRITE, DELETE or SEC_* data operation (and the
+ * status of every other reply). */
+struct tc_osd_reply_rw {
+  TC_OSD_HDR_HEAD;
+  uint64_t reserved0;
+  uint64_t bitmap;      /* READ, SEC_READ, SEC_READ_BMP: sectors present */
+  uint32_t payload_len;
+  int32_t status;       /* >= 0 result, < 0 -errno */
+  uint64_t version;     /* the object's version */
+  TC_OSD_HDR_TAIL;
+} __attribute__((packed));
+
+/* The reply to a SCRUB. */
+struct tc_osd_reply_scrub {
+  TC_OSD_HDR_HEAD;
+  uint64_t reserved0;
+  uint64_t repaired;    /* sectors repaired */
+  uint32_t payload_len;
+  int32_t status;       /* >= 0: sectors found bad; < 0 -errno */
+  uint64_t reserved1;
+  TC_OSD_HDR_TAIL;
+} __attribute__((packed));
+
+/* One frame header, every view of it. */
+union tc_osd_hdr {
+  struct tc_frame_hdr frame;
+  struct tc_osd_op_rw rw;
+  struct tc_osd_op_obj obj;
+  struct tc_osd_op_list list;
+  struct tc_osd_op_lock lock;
+  struct tc_osd_reply_rw reply;
+  struct tc_osd_reply_scrub scrub;
+};
+
+#define TC_OSD_VIEW_CHECK(view) \
+  _Static_assert(sizeof(struct view) == sizeof(struct tc_frame_hdr), #view " is a frame header"); \
+  _Static_assert(offsetof(struct view, opcode) == offsetof(struct tc_frame_hdr, opcode) && \
+                 offsetof(struct view, req_id) == offsetof(struct tc_frame_hdr, req_id) && \
+                 offsetof(struct view, payload_len) == offsetof(struct tc_frame_hdr, len) && \
+                 offsetof(struct view, checksum) == offsetof(struct tc_frame_hdr, checksum), \
+                 #view " keeps the messenger's fields in place")
+TC_OSD_VIEW_CHECK(tc_osd_op_rw);
+TC_OSD_VIEW_CHECK(tc_osd_op_obj);
+TC_OSD_VIEW_CHECK(tc_osd_op_list);
+TC_OSD_VIEW_CHECK(tc_osd_op_lock);
+TC_OSD_VIEW_CHECK(tc_osd_reply_rw);
+TC_OSD_VIEW_CHECK(tc_osd_reply_scrub);
+_Static_assert(offsetof(struct tc_osd_reply_rw, status) == offsetof(struct tc_frame_hdr, status) &&
+               offsetof(struct tc_osd_reply_scrub, status) == offsetof(struct tc_frame_hdr, status),
+               "every reply's status is the messenger's status");
+
+/* Request headers, each built in its operation's view (the messenger fills
+ * magic, req_id, payload_len and the checks). */
+static inline struct tc_frame_hdr
+tc_osd_rw_hdr(enum tc_osd_op op, uint64_t inode, uint64_t offset, uint32_t len, uint64_t version)
+{
+  union tc_osd_hdr u = { .rw = { .opcode = (uint16_t) op, .inode = inode, .offset = offset, .len = len,
+                                 .version = version } };
+  return u.frame;
+}
+
+static inline struct tc_frame_hdr
+tc_osd_obj_hdr(enum tc_osd_op op, uint64_t inode, uint64_t offset)
+{
+  union tc_osd_hdr u = { .obj = { .opcode = (uint16_t) op, .inode = inode, .offset = offset } };
+  return u.frame;
+}
+
+static inline struct tc_frame_hdr
+tc_osd_list_hdr(uint64_t inode_first, uint64_t inode_last, uint32_t pg, uint32_t pg_count)
+{
+  union tc_osd_hdr u = { .list = { .opcode = TC_OP_SEC_LIST, .inode_first = inode_first,
+                                   .inode_last = inode_last, .pg = pg, .pg_count = pg_count } };
+  return u.frame;
+}
+
+static inline struct tc_frame_hdr
+tc_osd_lock_hdr(uint64_t pool, uint32_t pg, uint32_t pg_count, uint64_t epoch)
+{
+  union tc_osd_hdr u = { .lock = { .opcode = TC_OP_SEC_LOCK, .pool = pool, .epoch = epoch, .pg = pg,
+                                   .pg_count = pg_count } };
+  return u.frame;
+}
+
+/* Reply headers (the messenger copies req_id and the opcode). */
+static inline struct tc_frame_hdr
+tc_osd_reply_hdr(int32_t status, uint64_t bitmap, uint64_t version)
+{
+  union tc_osd_hdr u = { .reply = { .status = status, .bitmap = bitmap, .version = version } };
+  return u.frame;
+}
+
+static inline struct tc_frame_hdr
+tc_osd_scrub_reply_hdr(int32_t status, uint64_t repaired)
+{
+  union tc_osd_hdr u = { .scrub = { .status = status, .repaired = repaired } };
+  return u.frame;
+}
+
+/* The views of a received header (a copy: no aliasing of the original). */
+static inline union tc_osd_hdr
+tc_osd_hdr_of(const struct tc_frame_hdr *h)
+{
+  union tc_osd_hdr u;
+  memcpy(&u, h, sizeof u);
+  return u;
+}
 
 /* One object in a SEC_LIST reply (little-endian, packed). */
 struct tc_osd_list_entry {

@@ -32,7 +32,7 @@
  *         set one timer through struct tc_kv_loop_ops, and the loop calls
  *         tc_kv_loop_fd_ready() / tc_kv_loop_timeout() / tc_kv_loop_wakeup()
  *         back. No background thread is started then; every callback runs
- *         inside those three calls. With common/evloop.h the ops are:
+ *         inside those three calls. With common/util/evloop.h the ops are:
  *         watch_fd -> tc_evloop_add_fd (on EEXIST: _mod_fd; events 0:
  *         _del_fd) with a callback calling tc_kv_loop_fd_ready (EPOLLIN,
  *         EPOLLHUP, EPOLLERR -> TC_KV_POLL_IN; EPOLLOUT -> TC_KV_POLL_OUT);

@@ -13,6 +13,12 @@
 
 #define TC_FRAME_MAGIC 0x314d5254u   /* "TRM1" */
 
+/* The wire protocol's version, carried in every handshake message: the
+ * messenger and the OSD protocol on top of it (osd_proto.h). Bumped when
+ * either changes; a peer of another version is refused at the handshake.
+ * 2: typed per-operation headers, SEC_DELETE's length in the header. */
+#define TC_PROTO_VERSION 2
+
 struct tc_frame_hdr {
   uint32_t magic;
   uint16_t opcode;

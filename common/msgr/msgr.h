@@ -1,6 +1,6 @@
 /* The messenger: tromcho's data-plane transport (DESIGN.md section 5), for
  * client->OSD and OSD->OSD connections. Non-blocking; runs inside a
- * tc_evloop (common/evloop.h), no thread per connection. Every function
+ * tc_evloop (common/util/evloop.h), no thread per connection. Every function
  * here must be called on the loop's thread; use tc_evloop_submit() to get
  * there from another thread.
  *
@@ -32,7 +32,7 @@
  *   may be downgraded to payload unless force_proto_checksums=gcm); otherwise
  *   none. force_proto_checksums=gcm without keys is always refused.
  *
- * Frames. Each frame is a 64-byte struct tc_frame_hdr (common/frame.h) and
+ * Frames. Each frame is a 64-byte struct tc_frame_hdr (common/msgr/frame.h) and
  * hdr.len payload bytes.
  *   none, no keys:    plain header (hdr_check = XXH3 of the header), payload.
  *   payload, no keys: as none, and checksum = XXH3-64 of the payload.

@@ -608,7 +608,7 @@ parse(struct tc_msgr_conn *c)
       /* A server that refuses our certificate answers our Finished with an
        * alert, which arrives where we expect the first frame. */
       if (!c->is_server && c->st.frames_in == 0 && avail >= 4 &&
-          !memcmp(c->rbuf + c->rpos, "\x0f\x01\x00\x00", 4)) {
+          !memcmp(c->rbuf + c->rpos, (const uint8_t[4]) { 0x0f, TC_PROTO_VERSION, 0, 0 }, 4)) {
         const uint8_t *a = c->rbuf + c->rpos;
         if (avail < 8)
           return 0;

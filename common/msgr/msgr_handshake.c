@@ -28,7 +28,7 @@
 
 enum { HS_CLIENT_HELLO = 1, HS_SERVER_HELLO = 2, HS_CERT = 3, HS_CERT_VERIFY = 4, HS_FINISHED = 5,
        HS_ALERT = 15 };
-enum { HS_VERSION = 1 };
+enum { HS_VERSION = TC_PROTO_VERSION };
 enum { CH_WANT_KEYS = 1, CH_HAS_CERT = 2 };
 enum { SH_KEYED = 1 };
 #define FORCE_UNSET 0xff
@@ -639,7 +639,10 @@ tc_hs_feed(struct tc_hs *hs, const uint8_t *in, size_t len, size_t *used, struct
     uint32_t blen = get32(m + 4);
     if (m[1] != HS_VERSION || m[2] || m[3])
       return refuse(hs, out, EPROTO, "handshake message with version %d (this is version %d)%s", m[1],
-                    HS_VERSION, m[0] == 'T' || m[0] == 'G' ? " - not a tromcho peer?" : "");
+                    HS_VERSION, m[0] == 'T' || m[0] == 'G' ? " - not a tromcho peer?"
+                    : m[0] >= HS_CLIENT_HELLO && m[0] <= HS_ALERT && !m[2] && !m[3]
+                    ? (m[1] < HS_VERSION ? " - the peer runs an older tromcho: upgrade it"
+                                         : " - the peer runs a newer tromcho: upgrade this one") : "");
     if (blen > TC_HS_MAX_MSG)
       return refuse(hs, out, EMSGSIZE, "handshake message of %u bytes (at most %d)", blen, TC_HS_MAX_MSG);
     if (len - *used < HDR + (size_t) blen)

@@ -1,4 +1,4 @@
-/* libFuzzer target: the messenger's frame layer (common/msgr_frame.c).
+/* libFuzzer target: the messenger's frame layer (common/msgr/msgr_frame.c).
  *
  * Input: byte 0 picks the mode (bits 0-1, 3 = gcm), keys (bit 2) and the
  * key update interval (bit 3: every 4 records); the rest is a stream of

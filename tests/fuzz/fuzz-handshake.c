@@ -1,4 +1,4 @@
-/* libFuzzer target: the messenger handshake (common/msgr_handshake.c).
+/* libFuzzer target: the messenger handshake (common/msgr/msgr_handshake.c).
  *
  * Input: byte 0 picks the side (bit 0: server), keys (bit 1: certificates
  * on both sides, Ed25519 ones made at start-up) and the local mode (bits

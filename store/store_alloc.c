@@ -9,26 +9,26 @@
 #include "store_impl.h"
 
 int
-tc_alloc_init(struct tc_alloc *a, uint32_t nsect)
+tc_store_alloc_init(struct tc_store_alloc *a, uint32_t nsect)
 {
   memset(a, 0, sizeof *a);
   a->bits = calloc((nsect + 63) / 64 + 1, sizeof(uint64_t));
   if (!a->bits)
     return tc_error(ENOMEM, "store allocator: no memory for %u sectors", nsect);
   a->nsect = nsect;
-  tc_alloc_reset(a);
+  tc_store_alloc_reset(a);
   return 0;
 }
 
 void
-tc_alloc_destroy(struct tc_alloc *a)
+tc_store_alloc_destroy(struct tc_store_alloc *a)
 {
   free(a->bits);
   a->bits = NULL;
 }
 
 void
-tc_alloc_reset(struct tc_alloc *a)
+tc_store_alloc_reset(struct tc_store_alloc *a)
 {
   size_t words = (a->nsect + 63) / 64;
   memset(a->bits, 0, (words + 1) * sizeof(uint64_t));
@@ -40,18 +40,18 @@ tc_alloc_reset(struct tc_alloc *a)
 }
 
 int
-tc_alloc_claim(struct tc_alloc *a, uint32_t loc)
+tc_store_alloc_claim(struct tc_store_alloc *a, uint32_t loc)
 {
-  if (loc >= a->nsect || tc_bit(a->bits, loc))
+  if (loc >= a->nsect || tc_store_bit(a->bits, loc))
     return -1;
-  tc_bit_set(a->bits, loc);
+  tc_store_bit_set(a->bits, loc);
   a->used++;
   return 0;
 }
 
 /* First free sector at or after from, or nsect if none. */
 static uint32_t
-find_free(const struct tc_alloc *a, uint32_t from)
+find_free(const struct tc_store_alloc *a, uint32_t from)
 {
   size_t words = (a->nsect + 63) / 64;
   size_t w = from / 64;
@@ -69,26 +69,26 @@ find_free(const struct tc_alloc *a, uint32_t from)
 
 /* Free sectors from s on, at most max. */
 static uint32_t
-run_length(const struct tc_alloc *a, uint32_t s, uint32_t max)
+run_length(const struct tc_store_alloc *a, uint32_t s, uint32_t max)
 {
   uint32_t n = 0;
-  while (n < max && s + n < a->nsect && !tc_bit(a->bits, s + n))
+  while (n < max && s + n < a->nsect && !tc_store_bit(a->bits, s + n))
     n++;
   return n;
 }
 
 uint32_t
-tc_alloc_run(struct tc_alloc *a, uint32_t want, uint32_t *start)
+tc_store_alloc_run(struct tc_store_alloc *a, uint32_t want, uint32_t *start)
 {
   if (a->used >= a->nsect || want == 0)
     return 0;
   /* Next-fit, but a multi-sector request skips holes shorter than
-   * min(want, TC_ALLOC_MIN_RUN) for a while, so objects stay contiguous
+   * min(want, TC_STORE_ALLOC_MIN_RUN) for a while, so objects stay contiguous
    * even when single-sector overwrites have left holes behind. */
-  uint32_t min_run = want < TC_ALLOC_MIN_RUN ? want : TC_ALLOC_MIN_RUN;
+  uint32_t min_run = want < TC_STORE_ALLOC_MIN_RUN ? want : TC_STORE_ALLOC_MIN_RUN;
   uint32_t s = a->cursor, best = a->nsect, best_n = 0;
   int wrapped = 0;
-  for (int holes = 0; holes < TC_ALLOC_MAX_HOLES; holes++) {
+  for (int holes = 0; holes < TC_STORE_ALLOC_MAX_HOLES; holes++) {
     s = find_free(a, s);
     if (s >= a->nsect) {
       if (wrapped)
@@ -114,7 +114,7 @@ tc_alloc_run(struct tc_alloc *a, uint32_t want, uint32_t *start)
   if (best == a->nsect)
     return 0;
   for (uint32_t i = 0; i < best_n; i++)
-    tc_bit_set(a->bits, best + i);
+    tc_store_bit_set(a->bits, best + i);
   a->used += best_n;
   a->cursor = best + best_n < a->nsect ? best + best_n : 0;
   *start = best;
@@ -122,17 +122,17 @@ tc_alloc_run(struct tc_alloc *a, uint32_t want, uint32_t *start)
 }
 
 void
-tc_alloc_release(struct tc_alloc *a, uint32_t start, uint32_t n)
+tc_store_alloc_release(struct tc_store_alloc *a, uint32_t start, uint32_t n)
 {
   for (uint32_t i = start; i < start + n && i < a->nsect; i++)
-    if (tc_bit(a->bits, i)) {
-      tc_bit_clear(a->bits, i);
+    if (tc_store_bit(a->bits, i)) {
+      tc_store_bit_clear(a->bits, i);
       a->used--;
     }
 }
 
 int
-tc_runs_add(struct tc_runs *r, uint32_t start, uint32_t n)
+tc_store_runs_add(struct tc_store_runs *r, uint32_t start, uint32_t n)
 {
   /* Extend the last run when contiguous: sequential frees stay one entry. */
   if (r->n && r->v[r->n - 1][0] + r->v[r->n - 1][1] == start) {

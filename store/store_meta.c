@@ -13,7 +13,7 @@
 #include "store_impl.h"
 
 void
-tc_obj_key(uint8_t key[16], uint64_t inode, uint64_t block)
+tc_store_obj_key(uint8_t key[16], uint64_t inode, uint64_t block)
 {
   for (int i = 0; i < 8; i++) {
     key[i] = (uint8_t) (inode >> (56 - 8 * i));
@@ -22,7 +22,7 @@ tc_obj_key(uint8_t key[16], uint64_t inode, uint64_t block)
 }
 
 void
-tc_obj_key_parse(const uint8_t key[16], uint64_t *inode, uint64_t *block)
+tc_store_obj_key_parse(const uint8_t key[16], uint64_t *inode, uint64_t *block)
 {
   uint64_t a = 0, b = 0;
   for (int i = 0; i < 8; i++) {
@@ -40,13 +40,13 @@ bm_words(uint32_t spb)
 }
 
 size_t
-tc_obj_rec_max_size(uint32_t spb)
+tc_store_obj_rec_max_size(uint32_t spb)
 {
   return 8 + 8 * bm_words(spb) + 12 * (size_t) spb;
 }
 
 size_t
-tc_obj_rec_encode(const struct tc_obj_rec *r, uint32_t spb, uint8_t *out)
+tc_store_obj_rec_encode(const struct tc_store_obj_rec *r, uint32_t spb, uint8_t *out)
 {
   uint8_t *p = out;
   memcpy(p, &r->version, 8);
@@ -54,12 +54,12 @@ tc_obj_rec_encode(const struct tc_obj_rec *r, uint32_t spb, uint8_t *out)
   memcpy(p, r->bitmap, 8 * bm_words(spb));
   p += 8 * bm_words(spb);
   for (uint32_t i = 0; i < spb; i++)
-    if (tc_bit(r->bitmap, i)) {
+    if (tc_store_bit(r->bitmap, i)) {
       memcpy(p, &r->loc[i], 4);
       p += 4;
     }
   for (uint32_t i = 0; i < spb; i++)
-    if (tc_bit(r->bitmap, i)) {
+    if (tc_store_bit(r->bitmap, i)) {
       memcpy(p, &r->csum[i], 8);
       p += 8;
     }
@@ -67,7 +67,7 @@ tc_obj_rec_encode(const struct tc_obj_rec *r, uint32_t spb, uint8_t *out)
 }
 
 const char *
-tc_obj_rec_decode(struct tc_obj_rec *r, uint32_t spb, const void *val, size_t len)
+tc_store_obj_rec_decode(struct tc_store_obj_rec *r, uint32_t spb, const void *val, size_t len)
 {
   const uint8_t *p = val;
   size_t head = 8 + 8 * bm_words(spb);
@@ -86,7 +86,7 @@ tc_obj_rec_decode(struct tc_obj_rec *r, uint32_t spb, const void *val, size_t le
   const uint8_t *locs = p + head, *sums = locs + 4 * (size_t) n;
   uint32_t k = 0;
   for (uint32_t i = 0; i < spb; i++)
-    if (tc_bit(r->bitmap, i)) {
+    if (tc_store_bit(r->bitmap, i)) {
       memcpy(&r->loc[i], locs + 4 * k, 4);
       memcpy(&r->csum[i], sums + 8 * k, 8);
       k++;
@@ -95,7 +95,7 @@ tc_obj_rec_decode(struct tc_obj_rec *r, uint32_t spb, const void *val, size_t le
 }
 
 uint64_t
-tc_sector_csum(const void *data, uint64_t inode, uint64_t inode_sector)
+tc_store_sector_csum(const void *data, uint64_t inode, uint64_t inode_sector)
 {
   return tc_xxh3_64_seed(data, TC_STORE_SECTOR, inode * 0x9E3779B97F4A7C15ull ^ inode_sector);
 }

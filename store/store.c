@@ -54,16 +54,16 @@ static int
 rec_load(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block)
 {
   uint8_t key[16];
-  tc_obj_key(key, inode, block);
+  tc_store_obj_key(key, inode, block);
   MDB_val k = { sizeof key, key }, v;
   int rc = mdb_get(txn, st->objs, &k, &v);
   if (rc == MDB_NOTFOUND) {
-    memset(&st->rec, 0, offsetof(struct tc_obj_rec, loc));
+    memset(&st->rec, 0, offsetof(struct tc_store_obj_rec, loc));
     return 0;
   }
   if (rc)
     return tc_store_mdb_error(rc, "mdb_get", st->meta_path);
-  const char *why = tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size);
+  const char *why = tc_store_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size);
   if (why)
     return tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64 ": %s",
                     st->meta_path, inode, block, why);
@@ -85,7 +85,7 @@ static int
 rec_save_keep(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block, int keep)
 {
   uint8_t key[16];
-  tc_obj_key(key, inode, block);
+  tc_store_obj_key(key, inode, block);
   MDB_val k = { sizeof key, key };
   int rc;
   if (!keep && rec_empty(st)) {
@@ -94,7 +94,7 @@ rec_save_keep(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block,
       rc = 0;
   }
   else {
-    MDB_val v = { tc_obj_rec_encode(&st->rec, st->spb, st->valbuf), st->valbuf };
+    MDB_val v = { tc_store_obj_rec_encode(&st->rec, st->spb, st->valbuf), st->valbuf };
     rc = mdb_put(txn, st->objs, &k, &v, 0);
   }
   return rc ? tc_store_mdb_error(rc, "mdb_put", st->meta_path) : 0;
@@ -124,17 +124,17 @@ commit(struct tc_store *st)
     st->commits++;
   }
   for (size_t i = 0; i < st->to_free.n; i++)
-    tc_alloc_release(&st->alloc, st->to_free.v[i][0], st->to_free.v[i][1]);
+    tc_store_alloc_release(&st->alloc, st->to_free.v[i][0], st->to_free.v[i][1]);
   for (size_t i = 0; i < st->to_punch.n; i++) {
     uint32_t s = st->to_punch.v[i][0], n = st->to_punch.v[i][1];
-    tc_alloc_release(&st->alloc, s, n);
+    tc_store_alloc_release(&st->alloc, s, n);
     if (fallocate(st->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                   (off_t) (st->hdr.data_offset + (uint64_t) s * TC_STORE_SECTOR),
                   (off_t) n * TC_STORE_SECTOR) < 0 && errno != EOPNOTSUPP)
       tc_warn("store %s: punching %u freed sectors: %m", st->data_path, n);
   }
   if (st->to_free.n || st->to_punch.n)
-    tc_alloc_rewind(&st->alloc);
+    tc_store_alloc_rewind(&st->alloc);
   st->to_free.n = st->to_punch.n = 0;
   st->batch_ops = 0;
   return 0;
@@ -152,7 +152,7 @@ rebuild_alloc(struct tc_store *st)
     return -1;
   if ((rc = mdb_cursor_open(txn, st->objs, &cur)))
     return tc_store_mdb_error(rc, "mdb_cursor_open", st->meta_path);
-  tc_alloc_reset(&st->alloc);
+  tc_store_alloc_reset(&st->alloc);
   int r = 0;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     uint64_t inode, block;
@@ -160,15 +160,15 @@ rebuild_alloc(struct tc_store *st)
       r = tc_error(EIO, "store %s: metadata holds a key of %zu bytes", st->meta_path, k.mv_size);
       break;
     }
-    tc_obj_key_parse(k.mv_data, &inode, &block);
-    const char *why = tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size);
+    tc_store_obj_key_parse(k.mv_data, &inode, &block);
+    const char *why = tc_store_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size);
     if (why) {
       r = tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64 ": %s",
                    st->meta_path, inode, block, why);
       break;
     }
     for (uint32_t i = 0; i < st->spb; i++)
-      if (tc_bit(st->rec.bitmap, i) && tc_alloc_claim(&st->alloc, st->rec.loc[i]) < 0) {
+      if (tc_store_bit(st->rec.bitmap, i) && tc_store_alloc_claim(&st->alloc, st->rec.loc[i]) < 0) {
         r = tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64
                      " sector %u points at data sector %" PRIu32 ", outside the data area or used twice",
                      st->meta_path, inode, block, i, st->rec.loc[i]);
@@ -195,7 +195,7 @@ store_free(struct tc_store *st)
     mdb_env_close(st->env);
   if (st->fd >= 0)
     close(st->fd);
-  tc_alloc_destroy(&st->alloc);
+  tc_store_alloc_destroy(&st->alloc);
   free(st->to_free.v);
   free(st->to_punch.v);
   free(st->valbuf);
@@ -288,13 +288,13 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
   }
   st->spb = st->hdr.block_size / TC_STORE_SECTOR;
   st->bm_words = (st->spb + 63) / 64;
-  st->valbuf = malloc(tc_obj_rec_max_size(st->spb));
+  st->valbuf = malloc(tc_store_obj_rec_max_size(st->spb));
   st->iobuf = aligned_alloc(TC_STORE_SECTOR, st->hdr.block_size);
   if (!st->valbuf || !st->iobuf) {
     tc_error(ENOMEM, "no memory for a store");
     goto out;
   }
-  if (tc_alloc_init(&st->alloc, (uint32_t) ((st->hdr.size - st->hdr.data_offset) / TC_STORE_SECTOR)) < 0 ||
+  if (tc_store_alloc_init(&st->alloc, (uint32_t) ((st->hdr.size - st->hdr.data_offset) / TC_STORE_SECTOR)) < 0 ||
       rebuild_alloc(st) < 0)
     goto out;
   r = 0;
@@ -358,12 +358,12 @@ static int
 read_sectors(struct tc_store *st, uint8_t *buf, uint32_t first, uint32_t count)
 {
   for (uint32_t i = first; i < first + count;) {
-    if (!tc_bit(st->rec.bitmap, i)) {
+    if (!tc_store_bit(st->rec.bitmap, i)) {
       i++;
       continue;
     }
     uint32_t j = i + 1;
-    while (j < first + count && tc_bit(st->rec.bitmap, j) && st->rec.loc[j] == st->rec.loc[j - 1] + 1)
+    while (j < first + count && tc_store_bit(st->rec.bitmap, j) && st->rec.loc[j] == st->rec.loc[j - 1] + 1)
       j++;
     size_t len = (size_t) (j - i) * TC_STORE_SECTOR;
     uint8_t *p = buf + (size_t) (i - first) * TC_STORE_SECTOR;
@@ -407,7 +407,7 @@ tc_store_read(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len
   uint8_t *out = buf;
   int npresent = 0;
   for (uint32_t i = 0; i < count; i++)
-    if (!tc_bit(st->rec.bitmap, first + i))
+    if (!tc_store_bit(st->rec.bitmap, first + i))
       memset(out + (size_t) i * TC_STORE_SECTOR, 0, TC_STORE_SECTOR);
   if (read_sectors(st, out, first, count) < 0) {
     memset(buf, 0, len);
@@ -416,9 +416,9 @@ tc_store_read(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len
   uint64_t base = offset / TC_STORE_SECTOR - first;   /* inode sector of the object's sector 0 */
   for (uint32_t i = 0; i < count; i++) {
     uint32_t s = first + i;
-    if (!tc_bit(st->rec.bitmap, s))
+    if (!tc_store_bit(st->rec.bitmap, s))
       continue;
-    if (tc_sector_csum(out + (size_t) i * TC_STORE_SECTOR, inode, base + s) != st->rec.csum[s]) {
+    if (tc_store_sector_csum(out + (size_t) i * TC_STORE_SECTOR, inode, base + s) != st->rec.csum[s]) {
       st->checksum_errors++;
       memset(buf, 0, len);
       tc_error(EIO, "store %s: checksum mismatch in inode %#" PRIx64 " offset %" PRIu64
@@ -461,7 +461,7 @@ alloc_sectors(struct tc_store *st, uint32_t *locs, uint32_t count)
   for (int attempt = 0;; attempt++) {
     uint32_t got = 0;
     while (got < count) {
-      uint32_t start, n = tc_alloc_run(&st->alloc, count - got, &start);
+      uint32_t start, n = tc_store_alloc_run(&st->alloc, count - got, &start);
       if (!n)
         break;
       for (uint32_t k = 0; k < n; k++)
@@ -470,7 +470,7 @@ alloc_sectors(struct tc_store *st, uint32_t *locs, uint32_t count)
     if (got == count)
       return 0;
     for (uint32_t k = 0; k < got; k++)
-      tc_alloc_release(&st->alloc, locs[k], 1);
+      tc_store_alloc_release(&st->alloc, locs[k], 1);
     if (attempt || (!st->to_free.n && !st->to_punch.n))
       return tc_error(ENOSPC, "store %s: the data area is full (%" PRIu32 " sectors)",
                       st->data_path, st->alloc.nsect);
@@ -496,7 +496,7 @@ tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t le
   uint64_t sums[TC_STORE_MAX_SECTORS];
   const uint8_t *in = buf;
   for (uint32_t i = 0; i < count; i++)
-    sums[i] = tc_sector_csum(in + (size_t) i * TC_STORE_SECTOR, inode, offset / TC_STORE_SECTOR + i);
+    sums[i] = tc_store_sector_csum(in + (size_t) i * TC_STORE_SECTOR, inode, offset / TC_STORE_SECTOR + i);
   if (alloc_sectors(st, locs, count) < 0)
     return -1;
   /* New data to free sectors first; nothing points at them yet. */
@@ -507,7 +507,7 @@ tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t le
     if (pwrite_all(st, in + (size_t) i * TC_STORE_SECTOR, (size_t) (j - i) * TC_STORE_SECTOR,
                    sector_pos(st, locs[i])) < 0) {
       for (uint32_t k = 0; k < count; k++)
-        tc_alloc_release(&st->alloc, locs[k], 1);
+        tc_store_alloc_release(&st->alloc, locs[k], 1);
       return -1;
     }
     i = j;
@@ -518,9 +518,9 @@ tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t le
     return mark_broken(st);
   for (uint32_t i = 0; i < count; i++) {
     uint32_t s = first + i;
-    if (tc_bit(st->rec.bitmap, s) && tc_runs_add(&st->to_free, st->rec.loc[s], 1) < 0)
+    if (tc_store_bit(st->rec.bitmap, s) && tc_store_runs_add(&st->to_free, st->rec.loc[s], 1) < 0)
       return mark_broken(st);
-    tc_bit_set(st->rec.bitmap, s);
+    tc_store_bit_set(st->rec.bitmap, s);
     st->rec.loc[s] = locs[i];
     st->rec.csum[s] = sums[i];
   }
@@ -554,10 +554,10 @@ store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
     return 0;
   int changed = tombstone && (!found || st->rec.version != version);
   for (uint32_t s = first; s < first + count; s++)
-    if (tc_bit(st->rec.bitmap, s)) {
-      if (tc_runs_add(&st->to_punch, st->rec.loc[s], 1) < 0)
+    if (tc_store_bit(st->rec.bitmap, s)) {
+      if (tc_store_runs_add(&st->to_punch, st->rec.loc[s], 1) < 0)
         return mark_broken(st);
-      tc_bit_clear(st->rec.bitmap, s);
+      tc_store_bit_clear(st->rec.bitmap, s);
       changed = 1;
     }
   if (!changed)
@@ -620,8 +620,8 @@ tc_store_scrub(struct tc_store *st, uint64_t inode, uint64_t offset, uint8_t *ba
   int nbad = 0;
   uint64_t base = block * st->spb;
   for (uint32_t s = 0; s < st->spb; s++)
-    if (tc_bit(st->rec.bitmap, s) &&
-        tc_sector_csum(st->iobuf + (size_t) s * TC_STORE_SECTOR, inode, base + s) != st->rec.csum[s]) {
+    if (tc_store_bit(st->rec.bitmap, s) &&
+        tc_store_sector_csum(st->iobuf + (size_t) s * TC_STORE_SECTOR, inode, base + s) != st->rec.csum[s]) {
       nbad++;
       st->checksum_errors++;
       if (bad)
@@ -675,16 +675,16 @@ tc_store_list(struct tc_store *st, uint64_t inode_min, uint64_t inode_max,
   if (rc)
     return tc_store_mdb_error(rc, "mdb_cursor_open", st->meta_path);
   uint8_t key[16];
-  tc_obj_key(key, inode_min, 0);
+  tc_store_obj_key(key, inode_min, 0);
   MDB_val k = { sizeof key, key }, v;
   int r = 0;
   struct tc_store_obj obj;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); !rc; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     uint64_t block;
-    tc_obj_key_parse(k.mv_data, &obj.inode, &block);
+    tc_store_obj_key_parse(k.mv_data, &obj.inode, &block);
     if (obj.inode > inode_max)
       break;
-    const char *why = tc_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size);
+    const char *why = tc_store_obj_rec_decode(&st->rec, st->spb, v.mv_data, v.mv_size);
     if (why) {
       r = tc_error(EIO, "store %s: object inode %#" PRIx64 " block %" PRIu64 ": %s",
                    st->meta_path, obj.inode, block, why);

@@ -1,7 +1,7 @@
 /* Internals of the OSD store shared by store.c, store_format.c,
  * store_meta.c and store_alloc.c. Not part of the API. */
-#ifndef TROMCHO_OSD_STORE_IMPL_H
-#define TROMCHO_OSD_STORE_IMPL_H
+#ifndef TROMCHO_STORE_IMPL_H
+#define TROMCHO_STORE_IMPL_H
 #include <pthread.h>
 #include <stdint.h>
 #include <lmdb.h>
@@ -37,57 +37,57 @@ void tc_store_hdr_seal(struct tc_store_hdr *h);
 int tc_store_hdr_check(const struct tc_store_hdr *h, const char *what);
 
 /* --- sector allocator (store_alloc.c): a bitmap over the data area --- */
-#define TC_ALLOC_MIN_RUN 8        /* sectors: shorter holes are skipped for multi-sector requests... */
-#define TC_ALLOC_MAX_HOLES 256    /* ...until this many were looked at */
-struct tc_alloc {
+#define TC_STORE_ALLOC_MIN_RUN 8        /* sectors: shorter holes are skipped for multi-sector requests... */
+#define TC_STORE_ALLOC_MAX_HOLES 256    /* ...until this many were looked at */
+struct tc_store_alloc {
   uint64_t *bits;     /* 1 = in use */
   uint32_t nsect;
   uint32_t used;
   uint32_t cursor;    /* next-fit: where the last allocation ended */
 };
-int tc_alloc_init(struct tc_alloc *a, uint32_t nsect);
-void tc_alloc_destroy(struct tc_alloc *a);
-void tc_alloc_reset(struct tc_alloc *a);
+int tc_store_alloc_init(struct tc_store_alloc *a, uint32_t nsect);
+void tc_store_alloc_destroy(struct tc_store_alloc *a);
+void tc_store_alloc_reset(struct tc_store_alloc *a);
 /* Mark one sector used while rebuilding from metadata; -1 if it already is
  * (two objects claim one sector: the metadata is corrupt). */
-int tc_alloc_claim(struct tc_alloc *a, uint32_t loc);
+int tc_store_alloc_claim(struct tc_store_alloc *a, uint32_t loc);
 /* Allocate up to want contiguous sectors; returns how many (>= 1) with the
  * first in *start, 0 if the data area is full. */
 /* Restart allocation at the lowest free sector (after a commit freed old
  * copies), so the data file stays as compact as the live data. */
-static inline void tc_alloc_rewind(struct tc_alloc *a) { a->cursor = 0; }
-uint32_t tc_alloc_run(struct tc_alloc *a, uint32_t want, uint32_t *start);
-void tc_alloc_release(struct tc_alloc *a, uint32_t start, uint32_t n);
+static inline void tc_store_alloc_rewind(struct tc_store_alloc *a) { a->cursor = 0; }
+uint32_t tc_store_alloc_run(struct tc_store_alloc *a, uint32_t want, uint32_t *start);
+void tc_store_alloc_release(struct tc_store_alloc *a, uint32_t start, uint32_t n);
 
 /* --- object records (store_meta.c) --- */
 /* An object's metadata, expanded: arrays indexed by sector in the object. */
-struct tc_obj_rec {
+struct tc_store_obj_rec {
   uint64_t version;
   uint64_t bitmap[TC_STORE_BITMAP_WORDS];
   uint32_t loc[TC_STORE_MAX_SECTORS];
   uint64_t csum[TC_STORE_MAX_SECTORS];
 };
 /* LMDB key of (inode, block): 16 bytes big-endian so keys sort by inode then block. */
-void tc_obj_key(uint8_t key[16], uint64_t inode, uint64_t block);
-void tc_obj_key_parse(const uint8_t key[16], uint64_t *inode, uint64_t *block);
+void tc_store_obj_key(uint8_t key[16], uint64_t inode, uint64_t block);
+void tc_store_obj_key_parse(const uint8_t key[16], uint64_t *inode, uint64_t *block);
 /* Encoded: version, bitmap (words for spb sectors), then for each present
  * sector in order its u32 location, then their u64 checksums. */
-size_t tc_obj_rec_encode(const struct tc_obj_rec *r, uint32_t spb, uint8_t *out);
+size_t tc_store_obj_rec_encode(const struct tc_store_obj_rec *r, uint32_t spb, uint8_t *out);
 /* NULL if the record is well formed, else what is wrong with it. */
-const char *tc_obj_rec_decode(struct tc_obj_rec *r, uint32_t spb, const void *val, size_t len);
-size_t tc_obj_rec_max_size(uint32_t spb);
-static inline int tc_bit(const uint64_t *bm, uint32_t i) { return (bm[i / 64] >> (i % 64)) & 1; }
-static inline void tc_bit_set(uint64_t *bm, uint32_t i) { bm[i / 64] |= 1ull << (i % 64); }
-static inline void tc_bit_clear(uint64_t *bm, uint32_t i) { bm[i / 64] &= ~(1ull << (i % 64)); }
+const char *tc_store_obj_rec_decode(struct tc_store_obj_rec *r, uint32_t spb, const void *val, size_t len);
+size_t tc_store_obj_rec_max_size(uint32_t spb);
+static inline int tc_store_bit(const uint64_t *bm, uint32_t i) { return (bm[i / 64] >> (i % 64)) & 1; }
+static inline void tc_store_bit_set(uint64_t *bm, uint32_t i) { bm[i / 64] |= 1ull << (i % 64); }
+static inline void tc_store_bit_clear(uint64_t *bm, uint32_t i) { bm[i / 64] &= ~(1ull << (i % 64)); }
 /* The checksum of one sector: XXH3-64 seeded with its logical address. */
-uint64_t tc_sector_csum(const void *data, uint64_t inode, uint64_t inode_sector);
+uint64_t tc_store_sector_csum(const void *data, uint64_t inode, uint64_t inode_sector);
 
 /* A growable list of sector runs. */
-struct tc_runs {
+struct tc_store_runs {
   uint32_t (*v)[2];   /* start, count */
   size_t n, cap;
 };
-int tc_runs_add(struct tc_runs *r, uint32_t start, uint32_t n);
+int tc_store_runs_add(struct tc_store_runs *r, uint32_t start, uint32_t n);
 
 struct tc_store {
   pthread_mutex_t lock;
@@ -103,11 +103,11 @@ struct tc_store {
   int broken;                 /* errno that made the store refuse calls, 0 if fine */
   int data_dirty;             /* data written since the last fdatasync */
   uint32_t batch_ops;
-  struct tc_alloc alloc;
-  struct tc_runs to_free;     /* old copies: free once the batch is durable */
-  struct tc_runs to_punch;    /* deleted: free and punch once durable */
-  struct tc_obj_rec rec;      /* scratch, under lock */
-  uint8_t *valbuf;            /* scratch for encoding, tc_obj_rec_max_size */
+  struct tc_store_alloc alloc;
+  struct tc_store_runs to_free;     /* old copies: free once the batch is durable */
+  struct tc_store_runs to_punch;    /* deleted: free and punch once durable */
+  struct tc_store_obj_rec rec;      /* scratch, under lock */
+  uint8_t *valbuf;            /* scratch for encoding, tc_store_obj_rec_max_size */
   uint8_t *iobuf;             /* scratch for scrub, one block */
   uint64_t checksum_errors;
   uint64_t commits;

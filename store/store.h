@@ -28,16 +28,15 @@
  *
  * Thread safety: a store may be used from any thread; one mutex serialises
  * every call. Data I/O is synchronous buffered pread/pwrite on the caller's
- * thread; an event loop that must not block uses store_queue.h (one worker
- * thread, FIFO, completions through an eventfd).
+ * thread (tromcho-osd calls it on its event loop thread: osd/README.md).
  * Two processes may not open one store: the data file is flock()ed.
  *
  * Every call returns 0 (or a count) on success, -1 with errno and
  * tc_last_error() on failure. After a failure of the metadata store or of a
  * durable commit the store refuses every further call with EIO: reopen it
  * (the OSD restarts and peers). */
-#ifndef TROMCHO_OSD_STORE_H
-#define TROMCHO_OSD_STORE_H
+#ifndef TROMCHO_STORE_H
+#define TROMCHO_STORE_H
 #include <stdbool.h>
 #include <stdint.h>
 

@@ -1,0 +1,105 @@
+/* Incoming requests: decode (osd_decode.c), check the caller's rights
+ * (the seed's OSD data access rights, with the identity the handshake
+ * proved), dispatch to the primary (osd_primary_*.c, osd_scrub.c), the
+ * secondary (osd_secondary.c) or DESCRIBE/SHOW_CONFIG (osd_describe.c).
+ * The request's payload is owned here and freed once, after the dispatch,
+ * unless a WRITE took it over (osd_primary_write). */
+#include <config.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include "log.h"
+#include "osd.h"
+
+/* The image a rights check is about: the inode's image, or for SEC_LIST
+ * the image the listing is limited to. */
+static const struct tc_image_acl *
+op_image(struct osd *o, const struct osd_req *r)
+{
+  if (r->op == TC_OP_SEC_LIST)
+    return r->inode == r->inode_last ? osd_image_acl(o, r->inode) : NULL;
+  return osd_image_acl(o, r->inode);
+}
+
+static bool
+allowed(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
+{
+  if (!o->use_perms)
+    return true;
+  const struct tc_msgr_identity *pi = tc_msgr_conn_peer(c);
+  struct tc_identity id = { .role = pi->role, .name = pi->name };
+  if (pi->role == TC_ROLE_USER)
+    id.user = osd_user_find(o, pi->name);
+  bool ok = tc_perm_osd_op(&id, r->op, op_image(o, r));
+  if (ok && r->op == TC_OP_SHOW_CONFIG && r->claim_osd && pi->role != TC_ROLE_OSD)
+    ok = false;
+  if (!ok) {
+    char who[128];
+    o->eperm++;
+    tc_warn("osd %" PRIu64 ": EPERM: %s from %s (%s) on inode %#" PRIx64 " offset %" PRIu64,
+            o->osd_num, tc_osd_op_name(r->op), tc_identity_str(&id, who, sizeof who),
+            tc_msgr_conn_peername(c), r->inode, r->offset);
+  }
+  return ok;
+}
+
+/* Run decoded request r; may take *payload over (and set it to NULL). */
+static void
+dispatch(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, const struct osd_req *r,
+         void **payload)
+{
+  switch (r->op) {
+  case TC_OP_READ:
+  case TC_OP_WRITE:
+  case TC_OP_DELETE:
+  case TC_OP_SYNC:
+  case TC_OP_SCRUB: {
+    struct osd_client *cl = osd_client_get(c);
+    if (!cl) {
+      osd_reply(c, hdr, -ENOMEM, 0, 0, NULL, 0);
+      return;
+    }
+    if (r->op == TC_OP_WRITE || r->op == TC_OP_DELETE)
+      osd_primary_write(o, cl, hdr, r, payload);
+    else if (r->op == TC_OP_READ)
+      osd_primary_read(o, cl, hdr, r);
+    else if (r->op == TC_OP_SYNC)
+      osd_primary_sync(o, cl, hdr);
+    else
+      osd_scrub_object(o, cl, hdr, r);
+    osd_client_put(cl);
+    return;
+  }
+  case TC_OP_PING:
+    osd_reply(c, hdr, 0, 0, 0, NULL, 0);
+    return;
+  case TC_OP_DESCRIBE:
+    osd_describe(o, c, hdr);
+    return;
+  case TC_OP_SHOW_CONFIG:
+    osd_show_config(o, c, hdr);
+    return;
+  default:
+    osd_secondary_op(o, c, hdr, r);
+    return;
+  }
+}
+
+void
+osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload, void *arg)
+{
+  struct osd *o = arg;
+  struct osd_req r;
+  char err[256];
+  o->ops++;
+  int rc = osd_req_decode(hdr, payload, o->info.block_size, &r, err, sizeof err);
+  if (rc < 0) {
+    tc_warn("osd %" PRIu64 ": refused a request from %s: %s", o->osd_num, tc_msgr_conn_peername(c), err);
+    osd_reply(c, hdr, rc, 0, 0, NULL, 0);
+  }
+  else if (!allowed(o, c, &r))
+    osd_reply(c, hdr, -EPERM, 0, 0, NULL, 0);
+  else
+    dispatch(o, c, hdr, &r, &payload);
+  free(payload);
+}

@@ -1,0 +1,90 @@
+/* SYNC: make durable every write and delete this OSD acknowledged: the
+ * local store, then SEC_SYNC to every peer written since its last one. A
+ * secondary that fails its SEC_SYNC is marked down (its PGs re-peer without
+ * it) and the SYNC answers -EAGAIN: the client retries, and the next SYNC
+ * covers the members that remain. */
+#include <config.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "log.h"
+#include "osd.h"
+
+struct sop {
+  struct osd_op_base b;
+  int pending, failed;
+  size_t n;
+  struct tc_msgr_req *reqs;
+  uint64_t *osds;
+};
+
+static void
+sop_finish(struct sop *p)
+{
+  osd_client_reply(p->b.cl, &p->b.hdr, p->failed ? -EAGAIN : 0, 0, 0, NULL, 0);
+  free(p->reqs);
+  free(p->osds);
+  osd_op_free(p);
+}
+
+static void
+sop_done(struct tc_msgr_req *req, int err, void *arg)
+{
+  struct sop *p = arg;
+  int st = err ? err : req->reply.status;
+  free(req->reply_payload);
+  if (st < 0) {
+    size_t i = (size_t) (req - p->reqs);
+    tc_warn("osd %" PRIu64 ": SEC_SYNC on osd %" PRIu64 " failed: %s", p->b.o->osd_num, p->osds[i], strerror(-st));
+    p->failed++;
+    osd_peer_mark_down(p->b.o, p->osds[i], -st);
+  }
+  if (--p->pending == 0)
+    sop_finish(p);
+}
+
+void
+osd_primary_sync(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr)
+{
+  if (tc_store_sync(o->store) < 0) {
+    tc_err("osd %" PRIu64 ": SYNC: %s", o->osd_num, tc_last_error());
+    osd_client_reply(cl, hdr, -EIO, 0, 0, NULL, 0);
+    return;
+  }
+  struct sop *p = osd_op_new(sizeof *p, o, cl, hdr, NULL, 0, 0);
+  if (p) {
+    p->reqs = calloc(o->n_peers + 1, sizeof *p->reqs);
+    p->osds = calloc(o->n_peers + 1, sizeof *p->osds);
+  }
+  if (!p || !p->reqs || !p->osds) {
+    if (p) {
+      free(p->reqs);
+      free(p->osds);
+    }
+    osd_op_free(p);
+    osd_client_reply(cl, hdr, -ENOMEM, 0, 0, NULL, 0);
+    return;
+  }
+  p->pending = 1;
+  size_t npeers = o->n_peers;
+  for (size_t i = 0; i < npeers; i++) {
+    if (!o->peers[i].dirty || o->peers[i].down || !o->peers[i].conn)
+      continue;
+    o->peers[i].dirty = false;
+    struct tc_msgr_req *q = &p->reqs[p->n];
+    p->osds[p->n] = o->peers[i].osd_num;
+    p->n++;
+    q->hdr.opcode = TC_OP_SEC_SYNC;
+    q->done = sop_done;
+    q->arg = p;
+    p->pending++;
+    if (tc_msgr_call(o->peers[i].conn, q) < 0) {
+      p->pending--;
+      p->failed++;
+    }
+  }
+  if (--p->pending == 0)
+    sop_finish(p);
+}

@@ -1,0 +1,237 @@
+/* The operations a secondary serves from its own store, for the primary
+ * of a PG (SEC_READ, SEC_READ_BMP, SEC_WRITE, SEC_WRITE_STABLE, SEC_DELETE,
+ * SEC_SYNC, SEC_LIST), and the fencing that keeps a deposed primary out:
+ * SEC_LOCK makes the caller's connection the only one that may write a PG
+ * here. All of them answer at once (the store is synchronous). */
+#include <config.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "image_meta.h"
+#include "log.h"
+#include "osd.h"
+
+/* SEC_READ / SEC_READ_BMP from the local store. */
+static void
+sec_read(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, const struct osd_req *r)
+{
+  uint8_t *buf = malloc(r->len);
+  uint8_t present[8];
+  uint64_t ver = 0;
+  if (!buf) {
+    osd_reply(c, hdr, -ENOMEM, 0, 0, NULL, 0);
+    return;
+  }
+  int n = tc_store_read(o->store, r->inode, r->offset, r->len, buf, present, &ver);
+  if (n < 0) {
+    int e = errno ? errno : EIO;
+    free(buf);
+    osd_reply(c, hdr, -e, 0, 0, NULL, 0);
+    return;
+  }
+  uint64_t bm = osd_present_bits(present, r->len / 4096);
+  if (r->op == TC_OP_SEC_READ_BMP) {
+    free(buf);
+    osd_reply(c, hdr, n, bm, ver, NULL, 0);
+  }
+  else
+    osd_reply(c, hdr, n, bm, ver, buf, r->len);
+}
+
+void
+osd_locks_free(struct osd *o)
+{
+  for (size_t i = 0; i < o->n_locks; i++)
+    osd_client_put(o->locks[i].holder);
+  free(o->locks);
+  o->locks = NULL;
+  o->n_locks = 0;
+}
+
+/* SEC_LOCK: the caller's connection becomes the only one that may write
+ * the PG here. */
+static int
+sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
+{
+  uint64_t pool = r->pool;
+  struct osd_client *cl = osd_client_get(c);
+  if (!cl)
+    return tc_error(ENOMEM, "out of memory");
+  for (size_t i = 0; i < o->n_locks; i++)
+    if (o->locks[i].pool == pool && o->locks[i].pg == r->pg) {
+      osd_client_put(o->locks[i].holder);
+      o->locks[i].holder = cl;
+      o->locks[i].epoch = r->epoch;
+      return 0;
+    }
+  struct osd_lock *nv = realloc(o->locks, (o->n_locks + 1) * sizeof *nv);
+  if (!nv) {
+    osd_client_put(cl);
+    return tc_error(ENOMEM, "out of memory");
+  }
+  o->locks = nv;
+  o->locks[o->n_locks++] = (struct osd_lock) { .pool = pool, .pg = r->pg, .epoch = r->epoch, .holder = cl };
+  return 0;
+}
+
+/* A SEC_WRITE/SEC_DELETE/SEC_WRITE_STABLE from a connection other than the
+ * PG's lock holder is refused (-EBUSY): it comes from a deposed primary. */
+static bool
+fenced(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
+{
+  const struct tc_pool_info *p = o->ks && o->ks->map ? tc_map_pool(o->ks->map, TC_INODE_POOL(r->inode)) : NULL;
+  if (!p || !p->pg_count)
+    return false;
+  uint32_t pg = tc_map_pg_of(p, r->inode, r->offset);
+  for (size_t i = 0; i < o->n_locks; i++)
+    if (o->locks[i].pool == p->id && o->locks[i].pg == pg) {
+      struct osd_client *cl = tc_msgr_conn_get_data(c);
+      if (o->locks[i].holder != cl) {
+        tc_warn("osd %" PRIu64 ": %s from %s refused: pg %" PRIu64 "/%" PRIu32 " is locked by another primary",
+                o->osd_num, tc_osd_op_name(r->op), tc_msgr_conn_peername(c), p->id, pg);
+        return true;
+      }
+      return false;
+    }
+  return false;
+}
+
+/* Replace a whole object: the sectors in bitmap from data, none other,
+ * at version (recovery and repair). */
+int
+osd_store_replace(struct osd *o, uint64_t inode, uint64_t start, uint64_t bitmap,
+                  const uint8_t *data, uint64_t version)
+{
+  uint32_t spb = osd_spb(o);
+  if (!bitmap)
+    return tc_store_delete_version(o->store, inode, start, o->info.block_size, version);
+  for (uint32_t i = 0; i < spb;) {
+    int present = bitmap >> i & 1;
+    uint32_t j = i + 1;
+    while (j < spb && (int) (bitmap >> j & 1) == present)
+      j++;
+    uint64_t off = start + (uint64_t) i * 4096;
+    uint32_t len = (j - i) * 4096;
+    int rc = present ? tc_store_write(o->store, inode, off, len, data + (size_t) i * 4096, version)
+                     : tc_store_delete_version(o->store, inode, off, len, version);
+    if (rc < 0)
+      return -1;
+    i = j;
+  }
+  return 0;
+}
+
+struct list_ctx {
+  struct osd *o;
+  const struct osd_req *r;
+  struct tc_osd_list_entry *v;
+  size_t n, cap;
+  int err;
+};
+
+static int
+list_cb(void *opaque, const struct tc_store_obj *obj)
+{
+  struct list_ctx *L = opaque;
+  if (L->r->pg_count) {
+    const struct tc_pool_info *p = L->o->ks ? tc_map_pool(L->o->ks->map, TC_INODE_POOL(obj->inode)) : NULL;
+    uint64_t stripe = p && p->pg_stripe_size ? p->pg_stripe_size : TC_DEFAULT_PG_STRIPE;
+    if ((obj->inode + obj->offset / stripe) % L->r->pg_count != L->r->pg)
+      return 0;
+  }
+  if (L->n == L->cap) {
+    size_t nc = L->cap ? L->cap * 2 : 256;
+    struct tc_osd_list_entry *nv = realloc(L->v, nc * sizeof *nv);
+    if (!nv) {
+      L->err = ENOMEM;
+      return 1;
+    }
+    L->v = nv;
+    L->cap = nc;
+  }
+  struct tc_osd_list_entry *e = &L->v[L->n++];
+  e->inode = obj->inode;
+  e->offset = obj->offset;
+  e->version = obj->version;
+  e->bitmap = obj->bitmap[0];
+  return 0;
+}
+
+/* List the local objects matching r (SEC_LIST); caller frees *out. */
+int
+osd_list_local(struct osd *o, const struct osd_req *r, struct tc_osd_list_entry **out, size_t *n)
+{
+  struct list_ctx L = { .o = o, .r = r };
+  int rc = tc_store_list(o->store, r->inode, r->inode_last, list_cb, &L);
+  if (rc != 0 || L.err) {
+    free(L.v);
+    if (L.err)
+      return tc_error(L.err, "listing objects: out of memory");
+    return -1;
+  }
+  *out = L.v;
+  *n = L.n;
+  return 0;
+}
+
+static void
+sec_list(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, const struct osd_req *r)
+{
+  struct tc_osd_list_entry *v;
+  size_t n;
+  if (osd_list_local(o, r, &v, &n) < 0) {
+    osd_reply(c, hdr, -(errno ? errno : EIO), 0, 0, NULL, 0);
+    return;
+  }
+  osd_reply(c, hdr, (int) n, 0, 0, v, (uint32_t) (n * sizeof *v));
+}
+
+/* Serve SEC_* request r on connection c (rights already checked). */
+void
+osd_secondary_op(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, const struct osd_req *r)
+{
+  if ((r->op == TC_OP_SEC_WRITE || r->op == TC_OP_SEC_DELETE || r->op == TC_OP_SEC_WRITE_STABLE) && fenced(o, c, r)) {
+    osd_reply(c, hdr, -EBUSY, 0, 0, NULL, 0);
+    return;
+  }
+  int rc = 0;
+  uint64_t ver = 0;
+  switch (r->op) {
+  case TC_OP_SEC_LIST:
+    sec_list(o, c, hdr, r);
+    return;
+  case TC_OP_SEC_READ:
+  case TC_OP_SEC_READ_BMP:
+    sec_read(o, c, hdr, r);
+    return;
+  case TC_OP_SEC_LOCK:
+    rc = sec_lock(o, c, r);
+    break;
+  case TC_OP_SEC_WRITE:
+    rc = tc_store_write(o->store, r->inode, r->offset, r->len, r->data, r->version);
+    ver = r->version;
+    break;
+  case TC_OP_SEC_WRITE_STABLE:
+    rc = osd_store_replace(o, r->inode, r->offset, r->bitmap, r->data, r->version);
+    ver = r->version;
+    break;
+  case TC_OP_SEC_DELETE:
+    rc = tc_store_delete_version(o->store, r->inode, r->offset, r->len, r->version);
+    ver = r->version;
+    break;
+  case TC_OP_SEC_SYNC:
+    rc = tc_store_sync(o->store);
+    break;
+  default:   /* SEC_STABILIZE, SEC_ROLLBACK: two-phase (EC) writes only */
+    rc = -1;
+    errno = ENOTSUP;
+    break;
+  }
+  int e = rc < 0 ? (errno ? errno : EIO) : 0;
+  if (rc < 0 && e != ENOTSUP)
+    tc_err("osd %" PRIu64 ": %s inode %#" PRIx64 " offset %" PRIu64 ": %s", o->osd_num,
+           tc_osd_op_name(r->op), r->inode, r->offset, tc_last_error());
+  osd_reply(c, hdr, -e, 0, ver, NULL, 0);
+}
