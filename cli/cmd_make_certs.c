@@ -3,9 +3,11 @@
  *
  *   make-certs --dir DIR        osd_ca (also the OSD certificate), client_ca,
  *                               mon_ca, antietcd (gateway TLS), user admin,
- *                               and DIR/tromcho.conf with all the paths
+ *                               DIR/osd.conf, gateway.conf, admin.conf (a
+ *                               config per role) and tromcho.conf (all)
  *   make-certs user NAME --dir DIR [--admin]
  *                               a user certificate CN=NAME signed by client_ca
+ *                               and DIR/NAME.conf
  *   make-certs nbd --dir DIR [--tenant T] [--user NAME] [--host H]
  *                               TLS for the NBD hop (nbdkit --tls): a CA per
  *                               tenant (T defaults to NAME, NAME to admin),
@@ -89,13 +91,18 @@ set_path(json_object *conf, const char *opt, const char *dir, const char *file)
   return 0;
 }
 
-/* Write or update DIR/tromcho.conf: other options already there are kept. */
+/* One option of a config file and the file of DIR it names. */
+struct conf_path {
+  const char *opt, *file;
+};
+
+/* Write or update DIR/NAME: other options already there are kept. */
 static int
-write_conf(const char *dir)
+write_conf_file(const char *dir, const char *name, const struct conf_path *paths)
 {
   char path[MC_PATH], tmp[MC_PATH];
-  snprintf(path, sizeof path, "%s/tromcho.conf", dir);
-  snprintf(tmp, sizeof tmp, "%s/tromcho.conf.tmp", dir);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
   json_object *conf = NULL;
   if (exists(path)) {
     conf = json_object_from_file(path);
@@ -107,19 +114,8 @@ write_conf(const char *dir)
   }
   else
     conf = json_object_new_object();
-  set_path(conf, "osd_ca", dir, "osd_ca.crt");
-  set_path(conf, "client_ca", dir, "client_ca.crt");
-  set_path(conf, "mon_ca", dir, "mon_ca.crt");
-  /* The seed allows the OSD CA to be the OSD certificate too. */
-  set_path(conf, "osd_cert", dir, "osd_ca.crt");
-  set_path(conf, "osd_pkey", dir, "osd_ca.key");
-  set_path(conf, "antietcd_cert", dir, "antietcd.crt");
-  set_path(conf, "antietcd_key", dir, "antietcd.key");
-  set_path(conf, "etcd_ca", dir, "antietcd.crt");
-  set_path(conf, "mon_etcd_client_cert", dir, "mon_ca.crt");
-  set_path(conf, "mon_etcd_client_key", dir, "mon_ca.key");
-  set_path(conf, "cert", dir, "admin.crt");
-  set_path(conf, "pkey", dir, "admin.key");
+  for (; paths->opt; paths++)
+    set_path(conf, paths->opt, dir, paths->file);
   int r = json_object_to_file_ext(tmp, conf, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
   json_object_put(conf);
   if (r < 0 || rename(tmp, path) < 0) {
@@ -131,10 +127,56 @@ write_conf(const char *dir)
   return 0;
 }
 
+/* A config per role, so that no daemon holds the admin key (DESIGN.md 2):
+ *   osd.conf      the OSDs: osd_cert/osd_pkey (their KV identity too)
+ *   gateway.conf  the gateway and its monitor: antietcd_cert/key, the three
+ *                 CAs, mon_etcd_client_cert/key
+ *   admin.conf    the administrator's CLI: cert/pkey = admin
+ *   tromcho.conf  all of the above in one file, for a one-machine test setup
+ * (make-certs user NAME writes NAME.conf.) */
+static int
+write_conf(const char *dir)
+{
+  static const struct conf_path osd[] = {
+    { "osd_ca", "osd_ca.crt" }, { "client_ca", "client_ca.crt" },
+    /* The seed allows the OSD CA to be the OSD certificate too. */
+    { "osd_cert", "osd_ca.crt" }, { "osd_pkey", "osd_ca.key" }, { "etcd_ca", "antietcd.crt" }, { NULL, NULL } };
+  static const struct conf_path gateway[] = {
+    { "osd_ca", "osd_ca.crt" }, { "client_ca", "client_ca.crt" }, { "mon_ca", "mon_ca.crt" },
+    { "antietcd_cert", "antietcd.crt" }, { "antietcd_key", "antietcd.key" }, { "etcd_ca", "antietcd.crt" },
+    { "mon_etcd_client_cert", "mon_ca.crt" }, { "mon_etcd_client_key", "mon_ca.key" }, { NULL, NULL } };
+  static const struct conf_path admin[] = {
+    { "osd_ca", "osd_ca.crt" }, { "etcd_ca", "antietcd.crt" }, { "cert", "admin.crt" }, { "pkey", "admin.key" },
+    { NULL, NULL } };
+  static const struct conf_path all[] = {
+    { "osd_ca", "osd_ca.crt" }, { "client_ca", "client_ca.crt" }, { "mon_ca", "mon_ca.crt" },
+    { "osd_cert", "osd_ca.crt" }, { "osd_pkey", "osd_ca.key" },
+    { "antietcd_cert", "antietcd.crt" }, { "antietcd_key", "antietcd.key" }, { "etcd_ca", "antietcd.crt" },
+    { "mon_etcd_client_cert", "mon_ca.crt" }, { "mon_etcd_client_key", "mon_ca.key" },
+    { "cert", "admin.crt" }, { "pkey", "admin.key" }, { NULL, NULL } };
+  if (write_conf_file(dir, "osd.conf", osd) < 0 || write_conf_file(dir, "gateway.conf", gateway) < 0 ||
+      write_conf_file(dir, "admin.conf", admin) < 0 || write_conf_file(dir, "tromcho.conf", all) < 0)
+    return -1;
+  return 0;
+}
+
+/* NAME.conf: a user's own config (its certificate, the CAs it checks). */
+static int
+write_user_conf(const char *dir, const char *name)
+{
+  char crt[MC_PATH], key[MC_PATH], conf[MC_PATH];
+  snprintf(crt, sizeof crt, "%s.crt", name);
+  snprintf(key, sizeof key, "%s.key", name);
+  snprintf(conf, sizeof conf, "%s.conf", name);
+  const struct conf_path user[] = {
+    { "osd_ca", "osd_ca.crt" }, { "etcd_ca", "antietcd.crt" }, { "cert", crt }, { "pkey", key }, { NULL, NULL } };
+  return write_conf_file(dir, conf, user);
+}
+
 static int
 valid_user_name(const char *n)
 {
-  static const char *reserved[] = { "osd_ca", "client_ca", "mon_ca", "antietcd", "tromcho", NULL };
+  static const char *reserved[] = { "osd_ca", "client_ca", "mon_ca", "antietcd", "tromcho", "osd", "gateway", NULL };
   size_t len = strlen(n);
   if (len == 0 || len > 64 || n[0] == '.' || n[0] == '-')
     return 0;
@@ -201,7 +243,7 @@ make_user(const struct mc_opts *o, const char *name)
   }
   struct tc_cert_spec spec = { .cn = name, .client = 1, .days = o->days };
   int made;
-  if (issue(o, name, &spec, "client_ca", 1, &made) < 0)
+  if (issue(o, name, &spec, "client_ca", 1, &made) < 0 || write_user_conf(o->dir, name) < 0)
     return 1;
   if (o->admin)
     printf("user %s is an administrator once the KV holds %s/config/user/%s = {\"type\":\"admin\"}\n",

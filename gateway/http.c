@@ -14,6 +14,9 @@
 #include <microhttpd.h>
 #include "http.h"
 #include "kvexec.h"
+#include "kvfilter.h"
+#include "gw_identity.h"
+#include "crypto.h"
 #include "watch.h"
 #include "error.h"
 #include "log.h"
@@ -27,6 +30,11 @@ struct kv_server {
   int64_t progress_ms;
   volatile bool stopping;
   char address[128];
+  bool https;
+  bool use_perms;
+  struct gw_trust *trust;     /* client_ca, osd_ca, mon_ca (HTTPS only) */
+  struct kvfilter filter;
+  char *cert_pem, *key_pem;
 };
 
 /* etcd's --max-txn-ops (option gateway_max_txn_ops). */
@@ -47,6 +55,8 @@ http_status(int code)
   case KV_NOT_FOUND: return 404;
   case KV_RESOURCE_EXHAUSTED: return 429;
   case KV_UNAVAILABLE: return 503;
+  case KV_PERMISSION_DENIED: return 403;
+  case KV_UNAUTHENTICATED: return 401;
   default: return 500;
   }
 }
@@ -154,7 +164,7 @@ char *
 kv_handle(struct kvs *s, struct leases *l, const char *method, const char *path,
           const char *body, size_t len, int *status, size_t *outlen)
 {
-  struct caller who = { "anyone", "test" };
+  struct caller who = { "anyone", "test", NULL, NULL };
   return handle(s, l, &who, method, path, body, len, status, outlen);
 }
 
@@ -260,9 +270,27 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
   }
   char peer[96];
   peer_name(conn, peer, sizeof peer);
-  struct caller who = { "anyone", peer };
+  struct gw_identity gid;
+  struct caller who = { "anyone", peer, NULL, NULL };
   int status;
   size_t n;
+  gw_identity_anyone(&gid);
+  if (srv->https && gw_trust_any(srv->trust)) {
+    const union MHD_ConnectionInfo *ti = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (gw_identity_from_session(srv->trust, ti ? ti->tls_session : NULL, &gid) < 0 && srv->use_perms) {
+      /* With use_perms nobody is served without a valid certificate. */
+      struct kv_err err;
+      kv_err_set(&err, KV_UNAUTHENTICATED, "etcdserver: unauthenticated: %s", tc_last_error());
+      tc_warn("%s %s from %s refused: %s", method, url, peer, err.msg);
+      char *t = error_text(&err, &status, &n);
+      return send_text(conn, status, t, n);
+    }
+  }
+  if (srv->use_perms) {
+    who.gid = &gid;
+    who.filter = &srv->filter;
+  }
+  who.identity = gid.desc;
   if (rc->too_big) {
     struct kv_err err;
     kv_err_set(&err, KV_INVALID_ARGUMENT, "etcdserver: request is too large (limit %zu bytes, "
@@ -381,6 +409,70 @@ notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
   }
 }
 
+/* Read a PEM file for libmicrohttpd (caller frees). */
+static char *
+read_pem(const char *opt, const char *path)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    tc_error(errno, "option %s: cannot read %s: %s", opt, path, strerror(errno));
+    return NULL;
+  }
+  char *buf = malloc(65537);
+  size_t n = buf ? fread(buf, 1, 65536, f) : 0;
+  int bad = ferror(f) || !feof(f);
+  fclose(f);
+  if (!buf || bad || n == 0) {
+    free(buf);
+    tc_error(EINVAL, "option %s: %s is empty, unreadable or larger than 64 KiB", opt, path);
+    return NULL;
+  }
+  buf[n] = 0;
+  return buf;
+}
+
+/* HTTPS and use_perms settings; -1 with a message naming the option. */
+static int
+setup_tls(struct kv_server *srv, struct tc_config *cfg)
+{
+  const char *cert = tc_config_str(cfg, "antietcd_cert"), *key = tc_config_str(cfg, "antietcd_key");
+  srv->use_perms = tc_config_bool(cfg, "use_perms");
+  if (kvfilter_init(&srv->filter, tc_config_str(cfg, "etcd_prefix"), srv->use_perms) < 0)
+    return -1;
+  if (!cert != !key)
+    return tc_error(EINVAL, "option %s is set but %s is not: the KV API's HTTPS needs both",
+                    cert ? "antietcd_cert" : "antietcd_key", cert ? "antietcd_key" : "antietcd_cert");
+  if (!cert) {
+    if (srv->use_perms)
+      return tc_error(EINVAL, "use_perms needs HTTPS with client certificates on the KV API: set "
+                      "antietcd_cert, antietcd_key and client_ca (plain HTTP is for trusted networks only)");
+    return 0;
+  }
+  if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+    return tc_error(ENOTSUP, "antietcd_cert: this libmicrohttpd is built without TLS");
+  if (!(srv->cert_pem = read_pem("antietcd_cert", cert)) || !(srv->key_pem = read_pem("antietcd_key", key)))
+    return -1;
+  if (!(srv->trust = gw_trust_load(cfg)))
+    return -1;
+  if (srv->use_perms && !gw_trust_any(srv->trust))
+    return tc_error(EINVAL, "use_perms needs client certificates on the KV API: set client_ca "
+                    "(and osd_ca, mon_ca for OSDs and monitors)");
+  srv->https = true;
+  return 0;
+}
+
+static void
+server_free(struct kv_server *srv)
+{
+  gw_trust_free(srv->trust);
+  if (srv->key_pem) {
+    tc_wipe(srv->key_pem, strlen(srv->key_pem));
+    free(srv->key_pem);
+  }
+  free(srv->cert_pem);
+  free(srv);
+}
+
 struct kv_server *
 kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
 {
@@ -394,14 +486,24 @@ kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
   srv->max_body = (size_t) tc_config_int(cfg, "gateway_max_request_bytes");
   max_txn_ops = tc_config_int(cfg, "gateway_max_txn_ops");
   srv->progress_ms = tc_config_int(cfg, "gateway_watch_progress_interval") * 1000;
-  srv->fd = listen_on(tc_config_str(cfg, "gateway_address"), srv->address, sizeof srv->address);
-  if (srv->fd < 0) {
-    free(srv);
+  if (setup_tls(srv, cfg) < 0) {
+    server_free(srv);
     return NULL;
   }
+  srv->fd = listen_on(tc_config_str(cfg, "gateway_address"), srv->address, sizeof srv->address);
+  if (srv->fd < 0) {
+    server_free(srv);
+    return NULL;
+  }
+  /* With HTTPS: our certificate, and the CAs whose certificates we ask
+   * clients for (checked per request by identity.c, not by the handshake). */
+  const char *trust_pem = gw_trust_pem(srv->trust);
   srv->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                            MHD_USE_POLL | MHD_USE_ERROR_LOG,
+                            MHD_USE_POLL | MHD_USE_ERROR_LOG | (srv->https ? MHD_USE_TLS : 0),
                             0, NULL, NULL, on_request, srv,
+                            MHD_OPTION_HTTPS_MEM_CERT, srv->https ? srv->cert_pem : NULL,
+                            MHD_OPTION_HTTPS_MEM_KEY, srv->https ? srv->key_pem : NULL,
+                            MHD_OPTION_HTTPS_MEM_TRUST, srv->https ? trust_pem : NULL,
                             MHD_OPTION_LISTEN_SOCKET, srv->fd,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                             MHD_OPTION_NOTIFY_CONNECTION, notify_connection, srv,
@@ -411,11 +513,19 @@ kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
                             MHD_OPTION_END);
   if (!srv->d) {
     close(srv->fd);
-    free(srv);
-    tc_error(EIO, "gateway_address %s: libmicrohttpd failed to start", tc_config_str(cfg, "gateway_address"));
+    server_free(srv);
+    tc_error(EIO, "gateway_address %s: libmicrohttpd failed to start%s", tc_config_str(cfg, "gateway_address"),
+             tc_config_str(cfg, "antietcd_cert") ? " (check antietcd_cert and antietcd_key: a certificate and "
+             "its key in PEM)" : "");
     return NULL;
   }
   return srv;
+}
+
+bool
+kv_server_https(struct kv_server *srv)
+{
+  return srv->https;
 }
 
 const char *
@@ -432,5 +542,5 @@ kv_server_stop(struct kv_server *srv)
   srv->stopping = true;
   kvs_wake_all(srv->s);
   MHD_stop_daemon(srv->d);   /* closes the listening socket too */
-  free(srv);
+  server_free(srv);
 }

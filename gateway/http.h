@@ -1,6 +1,7 @@
 /* The KV service: the etcd v3 JSON HTTP API over libmicrohttpd. */
 #ifndef TROMCHO_HTTP_H
 #define TROMCHO_HTTP_H
+#include <stdbool.h>
 #include <stddef.h>
 #include "kvstore.h"
 #include "lease.h"
@@ -11,6 +12,8 @@ struct kv_server;
 /* Listen on gateway_address and serve. NULL with tc_last_error() naming
  * the address on a bad address or a port in use. */
 struct kv_server *kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l);
+/* Whether it serves HTTPS (antietcd_cert). */
+bool kv_server_https(struct kv_server *srv);
 /* The address actually bound (host:port). */
 const char *kv_server_address(struct kv_server *srv);
 void kv_server_stop(struct kv_server *srv);

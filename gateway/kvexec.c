@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kvexec.h"
+#include "kvfilter.h"
 
 json_object *
 kvx_int64(int64_t v)
@@ -74,7 +75,60 @@ struct exec_ctx {
   json_object *headers;   /* array of header objects to fill */
   bool *path;             /* outcome of every compare on the way, in order */
   size_t npath, cap, pos;
+  struct kvfilter_req *rq; /* use_perms: the caller's rights, or NULL */
 };
+
+/* The filter reads the snapshot (or write transaction) the request runs on. */
+static int
+src_get(void *ctx, const uint8_t *key, size_t klen, char **val, size_t *len)
+{
+  struct kvs_txn *tx = ctx;
+  struct kv_rec r;
+  struct kv_err err;
+  int rc = kvs_get(tx, key, klen, &r, &err);
+  if (rc <= 0)
+    return rc;
+  if (!(*val = malloc(r.vlen + 1)))
+    return -1;
+  memcpy(*val, r.val, r.vlen);
+  (*val)[r.vlen] = 0;
+  *len = r.vlen;
+  return 1;
+}
+
+struct src_keys_ctx {
+  int (*cb)(void *opaque, const uint8_t *k, size_t kl);
+  void *opaque;
+};
+
+static int
+src_keys_cb(void *opaque, const struct kv_rec *r)
+{
+  struct src_keys_ctx *c = opaque;
+  return c->cb(c->opaque, r->key, r->klen);
+}
+
+static int
+src_keys(void *ctx, const uint8_t *key, size_t klen, const uint8_t *end, size_t elen,
+         int (*cb)(void *opaque, const uint8_t *k, size_t kl), void *opaque)
+{
+  struct kv_err err;
+  struct src_keys_ctx c = { cb, opaque };
+  return kvs_range(ctx, key, klen, end, elen, 0, src_keys_cb, &c, &err);
+}
+
+int
+kvx_filter_begin(struct kvs_txn *tx, const struct caller *who, struct kvfilter_req *rq, struct kv_err *err)
+{
+  if (!who || !who->filter || !who->filter->use_perms || !who->gid)
+    return 0;
+  struct kvfilter_src src = { tx, src_get, src_keys };
+  if (kvfilter_begin(rq, who->filter, who->gid, &src, err) < 0) {
+    kvfilter_end(rq);
+    return -1;
+  }
+  return 1;
+}
 
 static json_object *
 inner_header(struct exec_ctx *cx)
@@ -98,6 +152,7 @@ struct sorted_kv {
 
 struct range_acc {
   const struct kv_range_req *r;
+  struct kvfilter_req *rq;   /* use_perms: only keys the caller may read */
   json_object *kvs;
   int64_t count;
   bool fetch_all;     /* sort or filters: collect everything, then cut */
@@ -120,6 +175,8 @@ static int
 range_cb(void *opaque, const struct kv_rec *r)
 {
   struct range_acc *a = opaque;
+  if (a->rq && !kvfilter_may_read(a->rq, r->key, r->klen, r->val, r->vlen))
+    return 0;
   a->count++;
   if (a->r->count_only)
     return 0;
@@ -220,13 +277,14 @@ check_revision(struct kvs_txn *tx, int64_t rev, struct kv_err *err)
 }
 
 static int
-exec_range(struct kvs_txn *tx, const struct kv_range_req *r, json_object *resp, struct kv_err *err)
+exec_range(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_range_req *r, json_object *resp,
+           struct kv_err *err)
 {
   if (r->key.n == 0)
     return kv_err_set(err, KV_INVALID_ARGUMENT, "etcdserver: key is not provided");
   if (check_revision(tx, r->revision, err) < 0)
     return -1;
-  struct range_acc a = { .r = r, .kvs = json_object_new_array() };
+  struct range_acc a = { .r = r, .rq = cx->rq, .kvs = json_object_new_array() };
   a.fetch_all = r->sort_order != KV_SORT_NONE || r->sort_target != KV_SORT_KEY || r->min_mod_revision ||
                 r->max_mod_revision || r->min_create_revision || r->max_create_revision;
   int rc = kvs_range(tx, r->key.p, r->key.n, r->end.p, r->end.n, r->revision, range_cb, &a, err);
@@ -483,7 +541,7 @@ static int
 exec_op(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_op *op, json_object *resp, struct kv_err *err)
 {
   switch (op->type) {
-  case KV_OP_RANGE: return exec_range(tx, &op->range, resp, err);
+  case KV_OP_RANGE: return exec_range(tx, cx, &op->range, resp, err);
   case KV_OP_PUT: return exec_put(tx, &op->put, resp, err);
   case KV_OP_DELETE: return exec_delete(tx, &op->del, resp, err);
   case KV_OP_TXN: return exec_txn(tx, cx, &op->txn, resp, err);
@@ -493,6 +551,7 @@ exec_op(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_op *op, json_ob
 
 struct op_job {
   const struct kv_op *op;
+  const struct caller *who;
   json_object *resp;
 };
 
@@ -557,6 +616,8 @@ static int
 run_op(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_op *op, json_object *resp, struct kv_err *err)
 {
   size_t pos = 0;
+  if (cx->rq && kvfilter_check_op(cx->rq, op, err) < 0)
+    return -1;
   if (op->type == KV_OP_TXN && compute_path(tx, cx, &op->txn, err) < 0)
     return -1;
   if (validate_op(tx, cx, op, &pos, err) < 0)
@@ -579,9 +640,19 @@ write_fn(struct kvs_txn *tx, void *arg, struct kv_err *err)
 {
   struct op_job *j = arg;
   struct exec_ctx cx = { .headers = json_object_new_array() };
+  struct kvfilter_req rq;
+  int f = kvx_filter_begin(tx, j->who, &rq, err);
+  if (f < 0) {
+    json_object_put(cx.headers);
+    return -1;
+  }
+  cx.rq = f ? &rq : NULL;
   j->resp = json_object_new_object();
   json_object_object_add(j->resp, "header", NULL);   /* first, as etcd prints it */
-  if (run_op(tx, &cx, j->op, j->resp, err) < 0) {
+  int rc = run_op(tx, &cx, j->op, j->resp, err);
+  if (f)
+    kvfilter_end(&rq);
+  if (rc < 0) {
     json_object_put(cx.headers);
     free(cx.path);
     json_object_put(j->resp);
@@ -595,9 +666,8 @@ write_fn(struct kvs_txn *tx, void *arg, struct kv_err *err)
 json_object *
 kvx_op(struct kvs *s, const struct caller *who, const struct kv_op *op, struct kv_err *err)
 {
-  (void) who;   /* the access filter hooks in here */
   if (kv_op_writes(op)) {
-    struct op_job j = { op, NULL };
+    struct op_job j = { op, who, NULL };
     if (kvs_write(s, write_fn, NULL, &j, err) < 0) {
       json_object_put(j.resp);
       return NULL;
@@ -608,9 +678,20 @@ kvx_op(struct kvs *s, const struct caller *who, const struct kv_op *op, struct k
   if (kvs_read_begin(s, &tx, err) < 0)
     return NULL;
   struct exec_ctx cx = { .headers = json_object_new_array() };
+  struct kvfilter_req rq;
+  int f = kvx_filter_begin(&tx, who, &rq, err);
+  if (f < 0) {
+    kvs_read_end(&tx);
+    json_object_put(cx.headers);
+    return NULL;
+  }
+  cx.rq = f ? &rq : NULL;
   json_object *resp = json_object_new_object();
   json_object_object_add(resp, "header", NULL);
-  if (run_op(&tx, &cx, op, resp, err) < 0) {
+  int rc = run_op(&tx, &cx, op, resp, err);
+  if (f)
+    kvfilter_end(&rq);
+  if (rc < 0) {
     kvs_read_end(&tx);
     json_object_put(cx.headers);
     free(cx.path);
@@ -640,7 +721,19 @@ compact_fn(struct kvs_txn *tx, void *arg, struct kv_err *err)
 json_object *
 kvx_compact(struct kvs *s, const struct caller *who, const struct kv_compact_req *r, struct kv_err *err)
 {
-  (void) who;
+  if (who && who->filter && who->gid) {
+    struct kvfilter_req rq;
+    struct kvs_txn tx;
+    if (kvs_read_begin(s, &tx, err) < 0)
+      return NULL;
+    int f = kvx_filter_begin(&tx, who, &rq, err);
+    int rc = f < 0 ? -1 : f ? kvfilter_check_compact(&rq, err) : 0;
+    if (f > 0)
+      kvfilter_end(&rq);
+    kvs_read_end(&tx);
+    if (rc < 0)
+      return NULL;
+  }
   struct compact_job j = { r, 0 };
   if (kvs_write(s, compact_fn, NULL, &j, err) < 0)
     return NULL;

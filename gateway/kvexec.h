@@ -7,11 +7,17 @@
 #include "kvrequest.h"
 #include "kvstore.h"
 
-/* Who sent a request. Every handler gets one, so the access filter
- * (use_perms, client certificates) can decide per request later. */
+struct gw_identity;
+struct kvfilter;
+
+/* Who sent a request. With use_perms, every request is checked by the
+ * access filter (kvfilter.h) for gid, the identity its TLS client
+ * certificate proved. */
 struct caller {
-  const char *identity;   /* "anyone" until TLS client certificates are checked */
+  const char *identity;   /* for logs: "user alice", "osd CN=..", "anyone" */
   const char *peer;       /* address:port of the connection, for logs */
+  struct gw_identity *gid;          /* NULL: trusted (no filter) */
+  const struct kvfilter *filter;    /* NULL: no filter */
 };
 
 json_object *kvx_int64(int64_t v);
@@ -19,6 +25,11 @@ json_object *kvx_int64(int64_t v);
 json_object *kvx_header(struct kvs *s, int64_t rev);
 /* A KeyValue; value omitted when keys_only. */
 json_object *kvx_kv(const struct kv_rec *r, bool keys_only);
+
+struct kvfilter_req;
+/* Set up the access filter for who on tx: 1 (rq to use, kvfilter_end after),
+ * 0 (no filter: trusted or use_perms off), -1 with err set. */
+int kvx_filter_begin(struct kvs_txn *tx, const struct caller *who, struct kvfilter_req *rq, struct kv_err *err);
 
 /* range, put, deleterange, txn: the reply, or NULL with err set. */
 json_object *kvx_op(struct kvs *s, const struct caller *who, const struct kv_op *op, struct kv_err *err);

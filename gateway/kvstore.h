@@ -22,6 +22,7 @@
 enum kv_code {
   KV_OK = 0, KV_INVALID_ARGUMENT = 3, KV_NOT_FOUND = 5, KV_FAILED_PRECONDITION = 9,
   KV_RESOURCE_EXHAUSTED = 8, KV_OUT_OF_RANGE = 11, KV_INTERNAL = 13, KV_UNAVAILABLE = 14,
+  KV_PERMISSION_DENIED = 7, KV_UNAUTHENTICATED = 16,
 };
 
 /* An error to send back: the gRPC code and etcd's message. */

@@ -3,11 +3,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/random.h>
 #include "lease.h"
+#include "kvfilter.h"
 #include "error.h"
 #include "log.h"
 
@@ -18,6 +20,10 @@ struct lease {
   int64_t id, ttl;
   int64_t deadline_ms;   /* monotonic */
   bool revoking;
+  /* use_perms: who granted it ("osd:CN", "user:alice"); only they keep it
+   * alive or revoke it. Kept in memory: a lease loaded from the store at
+   * start has none until its first keepalive claims it (logged). */
+  char owner[TC_CN_MAX + 8];
 };
 
 struct leases {
@@ -60,7 +66,7 @@ add(struct leases *l, int64_t id, int64_t ttl)
     l->v = nv;
     l->cap = cap;
   }
-  l->v[l->n++] = (struct lease) { id, ttl, now_ms() + ttl * 1000, false };
+  l->v[l->n++] = (struct lease) { id, ttl, now_ms() + ttl * 1000, false, "" };
   return 0;
 }
 
@@ -202,7 +208,45 @@ struct grant_job {
   struct leases *l;
   int64_t id, ttl;
   bool oom;
+  char owner[TC_CN_MAX + 8];
 };
+
+/* The owner tag of a caller under use_perms, or false when unfiltered. */
+static bool
+owner_of(const struct caller *who, char *buf, size_t len)
+{
+  if (!who || !who->gid || !who->filter || !who->filter->use_perms)
+    return false;
+  const struct gw_identity *g = who->gid;
+  static const char *const roles[] = { "anyone", "osd", "mon", "user" };
+  snprintf(buf, len, "%s:%s", roles[g->id.role & 3], g->cn);
+  return true;
+}
+
+/* May who act on lease id? 0, or -1 with err (PERMISSION_DENIED). An
+ * unknown lease is left to the operation (not found). */
+static int
+check_owner(struct leases *l, const struct caller *who, int64_t id, const char *what, struct kv_err *err)
+{
+  char me[TC_CN_MAX + 8];
+  if (!owner_of(who, me, sizeof me))
+    return 0;
+  int rc = 0;
+  pthread_mutex_lock(&l->mu);
+  struct lease *e = find(l, id);
+  if (e && !e->owner[0]) {
+    snprintf(e->owner, sizeof e->owner, "%s", me);
+    tc_info("lease %" PRId64 " (granted before this gateway started) claimed by %s", id, who->gid->desc);
+  } else if (e && strcmp(e->owner, me) != 0) {
+    kv_err_set(err, KV_PERMISSION_DENIED, "etcdserver: permission denied: %s may not %s lease %" PRId64
+               ": it was granted to someone else", who->gid->desc, what, id);
+    rc = -1;
+  }
+  pthread_mutex_unlock(&l->mu);
+  if (rc < 0)
+    tc_warn("access filter: %s", err->msg);
+  return rc;
+}
 
 static int
 grant_fn(struct kvs_txn *tx, void *arg, struct kv_err *err)
@@ -223,14 +267,16 @@ grant_post(void *arg)
   pthread_mutex_lock(&j->l->mu);
   if (add(j->l, j->id, j->ttl) < 0)
     j->oom = true;
+  else
+    snprintf(j->l->v[j->l->n - 1].owner, sizeof j->l->v[0].owner, "%s", j->owner);
   pthread_mutex_unlock(&j->l->mu);
 }
 
 json_object *
 lease_grant(struct leases *l, const struct caller *who, const struct kv_lease_req *r, struct kv_err *err)
 {
-  (void) who;
-  struct grant_job j = { l, r->id, r->ttl < MIN_TTL ? MIN_TTL : r->ttl, false };
+  struct grant_job j = { l, r->id, r->ttl < MIN_TTL ? MIN_TTL : r->ttl, false, "" };
+  owner_of(who, j.owner, sizeof j.owner);
   if (r->ttl > MAX_TTL) {
     kv_err_set(err, KV_OUT_OF_RANGE, "etcdserver: too large lease TTL");
     return NULL;
@@ -263,7 +309,8 @@ lease_grant(struct leases *l, const struct caller *who, const struct kv_lease_re
 json_object *
 lease_revoke(struct leases *l, const struct caller *who, const struct kv_lease_req *r, struct kv_err *err)
 {
-  (void) who;
+  if (check_owner(l, who, r->id, "revoke", err) < 0)
+    return NULL;
   struct revoke_job j = { l, r->id, 0 };
   if (kvs_write(l->s, revoke_fn, revoke_post, &j, err) < 0)
     return NULL;
@@ -275,8 +322,8 @@ lease_revoke(struct leases *l, const struct caller *who, const struct kv_lease_r
 json_object *
 lease_keepalive(struct leases *l, const struct caller *who, const struct kv_lease_req *r, struct kv_err *err)
 {
-  (void) who;
-  (void) err;
+  if (check_owner(l, who, r->id, "keep alive", err) < 0)
+    return NULL;
   int64_t ttl = 0;
   pthread_mutex_lock(&l->mu);
   struct lease *e = find(l, r->id);
@@ -308,7 +355,8 @@ key_cb(void *opaque, const struct kv_rec *r)
 json_object *
 lease_timetolive(struct leases *l, const struct caller *who, const struct kv_lease_req *r, struct kv_err *err)
 {
-  (void) who;
+  if (check_owner(l, who, r->id, "read", err) < 0)
+    return NULL;
   int64_t left = -1, granted = 0;
   pthread_mutex_lock(&l->mu);
   struct lease *e = find(l, r->id);
@@ -348,11 +396,14 @@ lease_timetolive(struct leases *l, const struct caller *who, const struct kv_lea
 json_object *
 lease_list(struct leases *l, const struct caller *who, struct kv_err *err)
 {
-  (void) who;
   (void) err;
+  char me[TC_CN_MAX + 8];
+  bool filtered = owner_of(who, me, sizeof me) && !tc_perm_is_admin(&who->gid->id);
   json_object *arr = json_object_new_array();
   pthread_mutex_lock(&l->mu);
   for (size_t i = 0; i < l->n; i++) {
+    if (filtered && strcmp(l->v[i].owner, me) != 0)
+      continue;
     json_object *e = json_object_new_object();
     json_object_object_add(e, "ID", kvx_int64(l->v[i].id));
     json_object_array_add(arr, e);

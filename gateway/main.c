@@ -1,6 +1,7 @@
 /* tromcho-gateway: the control plane. Serves the etcd v3 JSON API from its
  * embedded store and runs the monitor. */
 #include <config.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,47 @@
 #include "error.h"
 #include "log.h"
 #include "tc_config.h"
+
+struct bootstrap {
+  char key[400];
+  bool written;
+};
+
+static int
+bootstrap_fn(struct kvs_txn *tx, void *arg, struct kv_err *err)
+{
+  struct bootstrap *b = arg;
+  struct kv_rec cur;
+  int had = kvs_get(tx, (const uint8_t *) b->key, strlen(b->key), &cur, err);
+  if (had != 0)
+    return had < 0 ? -1 : 0;
+  static const char val[] = "{\"type\":\"admin\"}";
+  if (kvs_put(tx, (const uint8_t *) b->key, strlen(b->key), (const uint8_t *) val, sizeof val - 1, 0, err) < 0)
+    return -1;
+  b->written = true;
+  return 0;
+}
+
+/* gateway_bootstrap_admin: the first administrator, written straight into
+ * the embedded store before the API opens; an existing record is kept. */
+static int
+bootstrap_admin(struct tc_config *cfg, struct kvs *s)
+{
+  const char *name = tc_config_str(cfg, "gateway_bootstrap_admin");
+  if (!name)
+    return 0;
+  struct bootstrap b = { "", false };
+  if (!*name || strchr(name, '/') ||
+      (size_t) snprintf(b.key, sizeof b.key, "%s/config/user/%s", tc_config_str(cfg, "etcd_prefix"), name) >=
+      sizeof b.key)
+    return tc_error(EINVAL, "option gateway_bootstrap_admin: '%s' is not a user name", name);
+  struct kv_err err;
+  if (kvs_write(s, bootstrap_fn, NULL, &b, &err) < 0)
+    return tc_error(EIO, "option gateway_bootstrap_admin: writing %s: %s", b.key, err.msg);
+  if (b.written)
+    tc_info("%s = {\"type\":\"admin\"}: user %s is the first administrator", b.key, name);
+  return 0;
+}
 
 static void
 usage(FILE *f)
@@ -28,6 +70,9 @@ usage(FILE *f)
           "  --gateway_max_txn_ops N        most operations per txn branch (default 128, as etcd)\n"
           "  --gateway_watch_progress_interval S  progress replies to quiet watches (default 600)\n"
           "  --gateway_meta_sync BOOL       two flushes per commit (default true; false: one)\n"
+          "  --gateway_bootstrap_admin NAME make NAME the first administrator if it has no record\n"
+          "  --antietcd_cert, --antietcd_key  serve HTTPS; with use_perms client certificates\n"
+          "                                 (client_ca, osd_ca, mon_ca) decide who may do what\n"
           "  --log_level LEVEL              error, warn, info or debug\n\n");
   tc_config_print_help(f);
 }
@@ -79,16 +124,31 @@ main(int argc, char **argv)
   if (!s)
     goto fail;
   bool meta_sync = tc_config_bool(cfg, "gateway_meta_sync");
-  if (kvs_set_meta_sync(s, meta_sync) < 0 || !(l = leases_start(s)) || !(srv = kv_server_start(cfg, s, l)))
+  if (kvs_set_meta_sync(s, meta_sync) < 0 || bootstrap_admin(cfg, s) < 0 || !(l = leases_start(s)) ||
+      !(srv = kv_server_start(cfg, s, l)))
     goto fail;
-  tc_info("KV API on http://%s, store in %s at revision %lld", kv_server_address(srv),
+  const char *scheme = kv_server_https(srv) ? "https" : "http";
+  tc_info("KV API on %s://%s%s, store in %s at revision %lld", scheme, kv_server_address(srv),
+          tc_config_bool(cfg, "use_perms") ? " (use_perms: client certificates required)" : "",
           tc_config_str(cfg, "gateway_data"), (long long) kvs_revision(s));
   /* The monitor reaches the KV through etcd_address: by default, this
    * gateway's own API. */
   if (!tc_config_given(cfg, "etcd_address")) {
     char url[300];
-    snprintf(url, sizeof url, "http://%s", kv_server_address(srv));
+    snprintf(url, sizeof url, "%s://%s", scheme, kv_server_address(srv));
     if (tc_config_set(cfg, "etcd_address", url) < 0)
+      goto fail;
+  }
+  /* The embedded monitor reaches the KV as a monitor, never as a user:
+   * with use_perms it needs mon_etcd_client_cert (chaining to mon_ca). */
+  if (tc_config_bool(cfg, "gateway_monitor") && tc_config_bool(cfg, "use_perms")) {
+    const char *mc = tc_config_str(cfg, "mon_etcd_client_cert"), *mk = tc_config_str(cfg, "mon_etcd_client_key");
+    if (!mc || !mk) {
+      tc_error(EINVAL, "use_perms with the embedded monitor (gateway_monitor) needs mon_etcd_client_cert "
+               "and mon_etcd_client_key: the monitor reaches the KV as itself");
+      goto fail;
+    }
+    if (tc_config_set(cfg, "etcd_client_cert", mc) < 0 || tc_config_set(cfg, "etcd_client_key", mk) < 0)
       goto fail;
   }
   if (tc_config_bool(cfg, "gateway_monitor") && !(mon = tc_monitor_start(cfg)))

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 #include "watch.h"
+#include "kvfilter.h"
 #include "log.h"
 
 #define BATCH_EVENTS 1000          /* events per message, whole revisions */
@@ -22,6 +23,9 @@ struct watch_stream {
   int64_t progress_ms, last_sent_ms;
   char *out;
   size_t outlen, outpos;
+  /* use_perms: the watcher's identity (a copy) and the filter */
+  struct gw_identity gid;
+  struct caller who;
 };
 
 static int64_t
@@ -36,10 +40,20 @@ struct watch_stream *
 watch_new(struct kvs *s, const struct caller *who, struct kv_watch_req *req, int fd,
           const volatile bool *stopping, int64_t progress_ms)
 {
-  (void) who;   /* the access filter decides on the range here */
   struct watch_stream *w = calloc(1, sizeof *w);
   if (!w)
     return NULL;
+  /* Events are filtered one by one against the rights at the time of each
+   * batch (the user record is read again for every batch). */
+  if (who && who->gid && who->filter) {
+    w->gid = *who->gid;
+    if (w->gid.id.role == TC_ROLE_USER)
+      w->gid.id.name = w->gid.cn;
+    w->who.identity = w->gid.desc;
+    w->who.peer = "watch";
+    w->who.gid = &w->gid;
+    w->who.filter = who->filter;
+  }
   w->s = s;
   w->req = *req;
   memset(req, 0, sizeof *req);
@@ -108,6 +122,7 @@ emit_canceled(struct watch_stream *w, int64_t compact_rev)
 struct scan {
   struct watch_stream *w;
   struct kvs_txn *tx;
+  struct kvfilter_req *rq;
   json_object *events;
   size_t count, bytes;
   int64_t last_rev, stopped_at;
@@ -129,6 +144,23 @@ event_cb(void *opaque, int type, const struct kv_rec *r)
     return 0;
   if ((type == KV_EV_PUT && w->req.noput) || (type == KV_EV_DELETE && w->req.nodelete))
     return 0;
+  if (sc->rq) {
+    /* A delete is judged by the value it deleted. */
+    const uint8_t *val = r->val;
+    size_t vlen = r->vlen;
+    struct kv_rec prev;
+    if (type == KV_EV_DELETE) {
+      int rc = kvs_prev_version(sc->tx, r->key, r->klen, r->mod_rev, r->sub, &prev, sc->err);
+      if (rc < 0) {
+        sc->failed = true;
+        return 1;
+      }
+      val = rc ? prev.val : NULL;
+      vlen = rc ? prev.vlen : 0;
+    }
+    if (!kvfilter_may_read(sc->rq, r->key, r->klen, val, vlen))
+      return 0;
+  }
   json_object *ev = json_object_new_object();
   if (type == KV_EV_DELETE)
     json_object_object_add(ev, "type", json_object_new_string("DELETE"));
@@ -179,8 +211,17 @@ poll_events(struct watch_stream *w)
     kvs_read_end(&tx);
     return 0;
   }
-  struct scan sc = { .w = w, .tx = &tx, .events = json_object_new_array(), .err = &err };
+  struct kvfilter_req rq;
+  int f = kvx_filter_begin(&tx, &w->who, &rq, &err);
+  if (f < 0) {
+    tc_warn("watch of %s: %s", w->gid.desc, err.msg);
+    kvs_read_end(&tx);
+    return -1;
+  }
+  struct scan sc = { .w = w, .tx = &tx, .rq = f ? &rq : NULL, .events = json_object_new_array(), .err = &err };
   int rc = kvs_events(&tx, w->next_rev, event_cb, &sc, &err);
+  if (f)
+    kvfilter_end(&rq);
   if (rc < 0 || sc.failed) {
     tc_warn("watch: %s", err.msg);
     json_object_put(sc.events);

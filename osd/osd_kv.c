@@ -18,6 +18,7 @@
 #include "image_meta.h"
 #include "log.h"
 #include "osd.h"
+#include "inode_key.h"
 
 void
 osd_kvstate_free(struct osd_kvstate *s)
@@ -157,9 +158,10 @@ load_images(struct osd *o, struct osd_kvstate *s)
   for (size_t i = 0; i < res.n_kvs; i++) {
     struct tc_kv_kv *kv = &res.kvs[i];
     uint64_t pool, id;
-    char tail;
-    if (kv->key_len <= plen || sscanf((char *) kv->key + plen, "%" SCNu64 "/%" SCNu64 "%c", &pool, &id, &tail) != 2)
+    if (kv->key_len <= plen || tc_inode_key_parse((char *) kv->key + plen, kv->key_len - plen, &pool, &id) < 0) {
+      tc_warn("osd %" PRIu64 ": ignoring %.*s: %s", o->osd_num, (int) kv->key_len, (char *) kv->key, tc_last_error());
       continue;
+    }
     struct tc_image_meta m;
     memset(&m, 0, sizeof m);
     if (tc_image_meta_parse(&m, pool, id, (const char *) kv->value, kv->value_len) < 0) {
@@ -175,6 +177,25 @@ load_images(struct osd *o, struct osd_kvstate *s)
   }
   tc_kv_result_free(&res);
   qsort(s->images, s->n_images, sizeof *s->images, cmp_image);
+  /* Two records for one inode: no one gets access through either. */
+  size_t k = 0;
+  for (size_t i = 0; i < s->n_images;) {
+    size_t j = i + 1;
+    while (j < s->n_images && s->images[j].inode == s->images[i].inode)
+      j++;
+    if (j - i > 1) {
+      tc_warn("osd %" PRIu64 ": %zu records map to inode %" PRIu64 "/%" PRIu64 ": access to it refused to everyone",
+              o->osd_num, j - i, (uint64_t) TC_INODE_POOL(s->images[i].inode), (uint64_t) TC_INODE_ID(s->images[i].inode));
+      for (size_t x = i; x < j; x++) {
+        free(s->images[x].owner);
+        free(s->images[x].owner_group);
+        free(s->images[x].reader_group);
+      }
+    } else
+      s->images[k++] = s->images[i];
+    i = j;
+  }
+  s->n_images = k;
   for (size_t i = 0; i < s->n_images; i++) {
     s->images[i].acl.owner = s->images[i].owner;
     s->images[i].acl.owner_group = s->images[i].owner_group;

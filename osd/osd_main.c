@@ -233,6 +233,14 @@ main(int argc, char **argv)
     goto out;
   }
   o->osd_num = (uint64_t) tc_config_int(cfg, "osd_num");
+  /* The OSD reaches the KV as an OSD: etcd_client_cert if given, else its
+   * own osd_cert, never a user's cert (a shared config may name one). */
+  if (!tc_config_str(cfg, "etcd_client_cert") && tc_config_str(cfg, "osd_cert") && tc_config_str(cfg, "osd_pkey") &&
+      (tc_config_set(cfg, "etcd_client_cert", tc_config_str(cfg, "osd_cert")) < 0 ||
+       tc_config_set(cfg, "etcd_client_key", tc_config_str(cfg, "osd_pkey")) < 0)) {
+    fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
+    goto out;
+  }
   if (!(o->kv = tc_kv_new_from_config(cfg))) {
     fprintf(stderr, "tromcho-osd: KV client: %s\n", tc_last_error());
     goto out;

@@ -7,13 +7,15 @@ kv_put () {
   local k v
   k=$(printf '%s' "/tromcho$1" | base64 -w0)
   v=$(printf '%s' "$2" | base64 -w0)
-  curl -sf -X POST "$KV_URL/v3/kv/put" -d "{\"key\":\"$k\",\"value\":\"$v\"}" >/dev/null
+  # shellcheck disable=SC2086
+  curl -sf ${KV_CURL_OPTS:-} -X POST "$KV_URL/v3/kv/put" -d "{\"key\":\"$k\",\"value\":\"$v\"}" >/dev/null
 }
 # kv_get KEY: print one value.
 kv_get () {
   local k
   k=$(printf '%s' "/tromcho$1" | base64 -w0)
-  curl -sf -X POST "$KV_URL/v3/kv/range" -d "{\"key\":\"$k\"}" |
+  # shellcheck disable=SC2086
+  curl -sf ${KV_CURL_OPTS:-} -X POST "$KV_URL/v3/kv/range" -d "{\"key\":\"$k\"}" |
     python3 -c 'import sys, json, base64; r = json.load(sys.stdin); [print(base64.b64decode(x["value"]).decode()) for x in r.get("kvs", [])]'
 }
 

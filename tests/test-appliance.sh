@@ -2,9 +2,9 @@
 # ./appliance up as a user runs it: a cluster in DIR serving the encrypted
 # image demo over NBD and FUSE; SIGTERM stops every process; a second up on
 # the same DIR serves the same data. Safe defaults (issue 12): NBD beyond
-# loopback is refused without TLS, NBD is served as the client user demo
+# loopback is refused without TLS, NBD is served as the client user tenant
 # (never the administrator), and the second up serves it with --tls on
-# 0.0.0.0, where only demo's NBD client certificate gets in.
+# 0.0.0.0, where only tenant's NBD client certificate gets in.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 requires nbdinfo nbdcopy curl python3
 [ "$top_srcdir" = "$top_builddir" ] || skip out-of-tree "./appliance up needs an in-tree build"
@@ -36,15 +36,32 @@ echo "$out" | grep -q "refusing to serve NBD on 0.0.0.0 without TLS" || fail "no
 
 up
 grep -q "nbd://127.0.0.1:$PORT/demo" "$LOG" || fail "the URI is not printed"
-pgrep -af nbdkit | grep -q "config=$DIR/nbd.conf" || fail "nbdkit does not run with nbd.conf: $(pgrep -af nbdkit)"
-python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c["cert"].endswith("/demo.crt"), c' "$DIR/nbd.conf" ||
-  fail "nbdkit's identity is not the user demo"
-TROMCHO_CONFIG=$DIR/tromcho.conf "$top_builddir/cli/tromcho" info demo --json |
-  python3 -c 'import json,sys; m=json.load(sys.stdin); assert m.get("owner") == "demo", m' || fail "demo is not owned by demo"
 [ "$(nbdinfo --size "nbd://127.0.0.1:$PORT/demo")" = $((1 << 30)) ] || fail "demo is not 1 GiB"
 TROMCHO_CONFIG=$DIR/tromcho.conf "$top_builddir/cli/tromcho" info demo --json |
   python3 -c 'import json,sys; assert json.load(sys.stdin)["encrypted"]' || fail "demo is not encrypted"
 grep -q '"proto_checksums": "gcm"' "$DIR/tromcho.conf" || fail "the cluster does not run gcm"
+# The secure setup by default: the KV over HTTPS, refusing anyone without a
+# certificate; a config per role, none but the administrator's with the
+# admin key; nbdkit and FUSE act as the ordinary user tenant, who owns demo.
+KVURL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["etcd_address"][0])' "$DIR/tromcho.conf")
+case $KVURL in https://*) ;; *) fail "the KV is not served over HTTPS: $KVURL" ;; esac
+for c in tromcho osd gateway admin; do
+  python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["use_perms"] is True' "$DIR/$c.conf" ||
+    fail "$c.conf: use_perms is not on"
+done
+for c in tromcho osd gateway; do
+  ! grep -q 'admin\.key' "$DIR/$c.conf" || fail "$c.conf holds the admin key"
+done
+grep -q '"cert": ".*/tenant.crt"' "$DIR/tromcho.conf" || fail "tromcho.conf is not the user tenant's"
+out=$(curl -s --cacert "$DIR/certs/antietcd.crt" -X POST "$KVURL/v3/kv/deleterange" -d '{"key": "AA==", "range_end": "AA=="}')
+echo "$out" | grep -q unauthenticated || fail "the KV did not refuse a deleterange without a certificate: $out"
+out=$(curl -s --cacert "$DIR/certs/antietcd.crt" --cert "$DIR/certs/tenant.crt" --key "$DIR/certs/tenant.key" \
+  -X POST "$KVURL/v3/kv/put" -d "{\"key\": \"$(printf /tromcho/config/user/tenant | base64 -w0)\", \"value\": \"$(printf '{"type":"admin"}' | base64 -w0)\"}")
+echo "$out" | grep -q "permission denied" || fail "tenant made itself an administrator: $out"
+TROMCHO_CONFIG=$DIR/tromcho.conf "$top_builddir/cli/tromcho" info demo --json |
+  python3 -c 'import json,sys; assert json.load(sys.stdin)["owner"] == "tenant"' || fail "demo is not owned by tenant"
+TROMCHO_CONFIG=$DIR/tromcho.conf expect_fail "permission denied" "$top_builddir/cli/tromcho" create other -s 4M
+pgrep -af nbdkit | grep -q "config=$DIR/tromcho.conf" || fail "nbdkit does not run with the user's config"
 head -c 8M /dev/urandom > "$TESTDIR/data"
 nbdcopy "$TESTDIR/data" "nbd://127.0.0.1:$PORT/demo" || fail "nbdcopy in"
 if [ -f "$DIR/mnt/demo" ]; then
@@ -52,7 +69,7 @@ if [ -f "$DIR/mnt/demo" ]; then
 fi
 down
 up --listen 0.0.0.0 --tls
-TLS_URI="nbds://127.0.0.1:$PORT/demo?tls-certificates=$DIR/certs/nbd-client-demo"
+TLS_URI="nbds://127.0.0.1:$PORT/demo?tls-certificates=$DIR/certs/nbd-client-tenant"
 grep -qF "$TLS_URI" "$LOG" || fail "the nbds:// URI is not printed: $(cat "$LOG")"
 nbdcopy "$TLS_URI" - | head -c 8M | cmp - "$TESTDIR/data" || fail "data lost across a restart (over TLS)"
 expect_fail "" nbdinfo --size "nbd://127.0.0.1:$PORT/demo"

@@ -74,6 +74,17 @@ allowed alice READ --inode $R --offset 0 --len 4096
 allowed alice READ --inode $A --offset 0 --len 4096
 allowed alice SCRUB --inode $A --offset 0
 refused alice READ --inode $(( (1 << 48) | 9 )) --offset 0 --len 4096   # no image record
+# The aliasing attack: a record at /config/inode/1/(2^48 + 1) names inode
+# 1/1 when read leniently; the OSDs take inode keys only in canonical form,
+# so bob's record there gives him nothing of alice's image (logged).
+kv_put /config/inode/1/281474976710657 '{"name": "alias", "size": 1048576, "owner": "bob"}'
+kv_put /config/inode/01/1 '{"name": "alias2", "size": 1048576, "owner": "bob"}'
+WAIT_SECS=10 wait_for grep -q "ignoring /tromcho/config/inode/01/1" "$TESTDIR/osd1.log" ||
+  fail "osd 1 did not ignore the non-canonical inode keys"
+grep -q "ignoring /tromcho/config/inode/1/281474976710657" "$TESTDIR/osd1.log" || fail "osd 1 did not log the alias"
+refused bob READ --inode $A --offset 0 --len 4096
+refused bob WRITE --inode $A --offset 0 --len 4096
+allowed alice READ --inode $A --offset 0 --len 4096
 refused alice DESCRIBE
 refused bob DESCRIBE
 allowed admin DESCRIBE

@@ -113,7 +113,13 @@ main(void)
     CHECK(tc_perm_kv(&eve, always[i], TC_KV_READ, &lk, NULL), "client reads %s", always[i]);
     CHECK(!tc_perm_kv(&eve, always[i], TC_KV_WRITE, &lk, NULL), "client may not write %s", always[i]);
   }
-  CHECK(!tc_perm_kv(&eve, "/config/user/eve", TC_KV_READ, &lk, NULL), "client reads no user records");
+  /* One exception to the seed's table (DESIGN.md 3): a client reads its
+   * own record, so the client library learns its type and groups. */
+  CHECK(tc_perm_kv(&eve, "/config/user/eve", TC_KV_READ, &lk, NULL), "client reads its own user record");
+  CHECK(!tc_perm_kv(&eve, "/config/user/eve", TC_KV_WRITE, &lk, NULL), "client may not write its own record");
+  CHECK(!tc_perm_kv(&eve, "/config/user/alice", TC_KV_READ, &lk, NULL), "client reads no other user record");
+  CHECK(!tc_perm_kv(&eve, "/config/user/eve/x", TC_KV_READ, &lk, NULL), "client reads nothing below its record");
+  CHECK(!tc_perm_kv(&anyone, "/config/user/", TC_KV_READ, &lk, NULL), "anyone reads no user record");
   CHECK(!tc_perm_kv(&eve, "/stats", TC_KV_READ, &lk, NULL), "client reads no /stats");
   CHECK(!tc_perm_kv(&eve, "/pg/history/1/1", TC_KV_READ, &lk, NULL), "client reads no pg history");
   CHECK(tc_perm_kv(&dave, "/config/inode/1/5", TC_KV_READ, &lk, NULL), "reader reads inode config");
@@ -130,6 +136,23 @@ main(void)
   CHECK(tc_perm_kv(&alice, "/config/inode/1/9", TC_KV_WRITE, &lk, &alice_new), "create in pool 1 (creator)");
   CHECK(!tc_perm_kv(&alice, "/config/inode/2/9", TC_KV_WRITE, &lk, &alice_new), "no create in pool 2");
   CHECK(!tc_perm_kv(&alice, "/config/inode/3/9", TC_KV_WRITE, &lk, &alice_new), "no create in missing pool");
+  /* Inode keys only in canonical decimal: 1/281474976710661 (2^48+5)
+   * would alias bob's 1/6 ... or alice's 1/5, read as an inode number. */
+  static const char *const bad_keys[] = {
+    "/config/inode/1/281474976710661", "/config/inode/1/281474976710656", "/config/inode/1/05",
+    "/config/inode/01/5", "/config/inode/+1/5", "/config/inode/1/+5", "/config/inode/1/ 5",
+    "/config/inode/1/5 ", "/config/inode/1/5/", "/config/inode/1/5x", "/config/inode/0/5",
+    "/config/inode/1/0", "/config/inode/65536/5", "/config/inode/1/-5", "/config/inode/1//5",
+    "/config/inode/18446744073709551617/5", "/config/inode/1/18446744073709551621", NULL };
+  for (const char *const *k = bad_keys; *k; k++) {
+    CHECK(!tc_perm_kv(&alice, *k, TC_KV_WRITE, &lk, &alice_new), "no create at a non-canonical key");
+    CHECK(!tc_perm_kv(&alice, *k, TC_KV_READ, &lk, NULL), "no read at a non-canonical key");
+    CHECK(!tc_perm_kv(&carol, *k, TC_KV_WRITE, &lk, &alice_img), "no modify at a non-canonical key");
+  }
+  CHECK(tc_perm_kv(&alice, "/config/inode/65535/281474976710655", TC_KV_READ, &lk, NULL) == false,
+        "largest canonical key parses (no image there)");
+  CHECK(!tc_perm_kv(&alice, "/index/maxid/01", TC_KV_WRITE, &lk, NULL), "maxid key canonical only");
+  CHECK(tc_perm_kv(&alice, "/index/maxid/1", TC_KV_WRITE, &lk, NULL), "maxid of a pool alice creates in");
   CHECK(!tc_perm_kv(&carol, "/config/inode/1/9", TC_KV_WRITE, &lk, &alice_new), "no create for someone else");
   CHECK(tc_perm_kv(&alice, "/index/maxid/1", TC_KV_WRITE, &lk, NULL), "creator bumps maxid");
   CHECK(!tc_perm_kv(&carol, "/index/maxid/1", TC_KV_WRITE, &lk, NULL), "non-creator may not bump maxid");

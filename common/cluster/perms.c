@@ -6,6 +6,7 @@
 #include <string.h>
 #include "osd_ops.h"
 #include "perms.h"
+#include "inode_key.h"
 
 const char *
 tc_osd_op_name(int op)
@@ -163,28 +164,18 @@ static const char *const mon_write[] = {
   "/inode/stats/", "/pool/stats/", NULL
 };
 
-/* Parse "<pool>/<inode>" (decimal) ending the key; false if malformed. */
+/* "<pool>/<id>" ending the key, canonical only (inode_key.h): a second
+ * spelling of an inode would alias another user's image. */
 static bool
 parse_pool_inode(const char *s, uint64_t *pool, uint64_t *inode)
 {
-  char *end;
-  if (*s < '0' || *s > '9')
-    return false;
-  *pool = strtoull(s, &end, 10);
-  if (*end != '/' || end[1] < '0' || end[1] > '9')
-    return false;
-  *inode = strtoull(end + 1, &end, 10);
-  return *end == 0;
+  return tc_inode_key_parse(s, strlen(s), pool, inode) == 0;
 }
 
 static bool
-parse_u64(const char *s, uint64_t *v)
+parse_pool_id(const char *s, uint64_t *v)
 {
-  char *end;
-  if (*s < '0' || *s > '9')
-    return false;
-  *v = strtoull(s, &end, 10);
-  return *end == 0;
+  return tc_parse_canonical_u64(s, strlen(s), TC_POOL_MAX, v) == 0 && *v > 0;
 }
 
 static bool
@@ -196,6 +187,10 @@ client_kv(const struct tc_identity *id, const char *key, enum tc_kv_access acces
   const char *rest;
 
   if (access == TC_KV_READ && key_in(key, client_read_always))
+    return true;
+  /* Not in the seed's table: a client reads its own user record, and only
+   * that one, to learn its type and groups (DESIGN.md section 3). */
+  if (access == TC_KV_READ && strncmp(key, "/config/user/", 13) == 0 && id->name && strcmp(key + 13, id->name) == 0)
     return true;
   if (strncmp(key, "/config/inode/", 14) == 0) {
     if (!parse_pool_inode(key + 14, &pool, &inode))
@@ -231,7 +226,7 @@ client_kv(const struct tc_identity *id, const char *key, enum tc_kv_access acces
   }
   if (strncmp(key, "/index/maxid/", 13) == 0 && access == TC_KV_WRITE) {
     bool exists = false;
-    if (!parse_u64(key + 13, &pool) || !lk || !lk->pool_creator_group)
+    if (!parse_pool_id(key + 13, &pool) || !lk || !lk->pool_creator_group)
       return false;
     const char *cg = lk->pool_creator_group(lk->ctx, pool, &exists);
     return exists && tc_perm_pool_create(id, cg);

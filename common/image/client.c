@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 #include "certs.h"
 #include "client.h"
+#include "inode_key.h"
 #include "cluster.h"
 #include "error.h"
 #include "kv_client.h"
@@ -57,8 +58,9 @@ inode_watch_cb(void *arg, const struct tc_kv_watch_update *u)
   size_t plen = strlen(prefix);
   for (size_t i = 0; i < u->n_events; i++) {
     const struct tc_kv_event *e = &u->events[i];
-    unsigned long long pool, id;
-    if (e->kv.key_len <= plen || sscanf((const char *) e->kv.key + plen, "%llu/%llu", &pool, &id) != 2)
+    uint64_t pool, id;
+    if (e->kv.key_len <= plen || tc_inode_key_parse((const char *) e->kv.key + plen, e->kv.key_len - plen,
+                                                    &pool, &id) < 0)
       continue;
     bool gone = e->type == TC_KV_EVENT_DELETE, ro = false, shredded = false;
     char name[256] = "";
@@ -85,10 +87,10 @@ inode_watch_cb(void *arg, const struct tc_kv_watch_update *u)
       if (o->pool == pool && o->id == id && o->writable && !tc_image_readonly(o->img)) {
         char why[220];
         if (gone)
-          snprintf(why, sizeof why, "its inode %llu/%llu was deleted", pool, id);
+          snprintf(why, sizeof why, "its inode %" PRIu64 "/%" PRIu64 " was deleted", pool, id);
         else
           snprintf(why, sizeof why, "its inode became %s (a snapshot was taken?): open the image again", name);
-        tc_warn("client: image inode %llu/%llu: %s; writes now fail", pool, id, why);
+        tc_warn("client: image inode %" PRIu64 "/%" PRIu64 ": %s; writes now fail", pool, id, why);
         tc_image_set_readonly(o->img, why);
       }
     }
@@ -294,6 +296,9 @@ tc_client_lookup(struct tc_client *cl, const char *name, struct tc_image_meta *m
   tc_kv_result_free(&res);
   if (r < 0)
     return tc_error(EINVAL, "image %s: %s", name, tc_last_error());
+  if (pool == 0 || pool > TC_POOL_MAX || id == 0 || id > TC_INODE_ID_MAX)
+    return tc_error(EINVAL, "image %s: its index names inode %" PRIu64 "/%" PRIu64 ", outside pool 1..%llu, "
+                    "id 1..%llu", name, pool, id, TC_POOL_MAX, TC_INODE_ID_MAX);
   if (read_inode(cl, pool, id, m, inode_rev) < 0) {
     if (errno == ENOENT)
       return tc_error(ENOENT, "image %s: no such image (its index names inode %" PRIu64 "/%" PRIu64
@@ -461,11 +466,10 @@ tc_client_all_images(struct tc_client *cl, struct tc_image_meta **out, size_t *n
   }
   size_t n = 0;
   for (size_t i = 0; i < res.n_kvs; i++) {
-    unsigned long long pool, id;
-    int used = 0;
-    if (sscanf((const char *) res.kvs[i].key + plen, "%llu/%llu%n", &pool, &id, &used) != 2 ||
-        (size_t) used != res.kvs[i].key_len - plen) {
-      tc_warn("image list: ignoring the odd key %s", (const char *) res.kvs[i].key);
+    uint64_t pool, id;
+    if (res.kvs[i].key_len < plen ||
+        tc_inode_key_parse((const char *) res.kvs[i].key + plen, res.kvs[i].key_len - plen, &pool, &id) < 0) {
+      tc_warn("image list: ignoring the key %s: %s", (const char *) res.kvs[i].key, tc_last_error());
       continue;
     }
     if (tc_image_meta_parse(&v[n], pool, id, (const char *) res.kvs[i].value, res.kvs[i].value_len) < 0) {

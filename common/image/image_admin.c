@@ -259,6 +259,14 @@ tc_admin_create(struct tc_client *cl, const struct tc_admin_create_opts *o)
     r = tc_error(ENOMEM, "image %s: out of memory", o->name);
     goto out;
   }
+  /* The same rule as the gateway's filter and the OSDs (tc_perm_kv): a
+   * client may only create an image it will itself be able to write. */
+  if (tc_client_use_perms(cl) && !tc_client_may_write(cl, &m)) {
+    r = tc_error(EACCES, "image %s: permission denied (only an administrator may create an image owned "
+                 "by %s%s%s)", o->name, m.owner ? m.owner : "no one", m.owner_group ? " / group " : "",
+                 m.owner_group ? m.owner_group : "");
+    goto out;
+  }
   r = create_record(cl, &m);
 out:
   tc_image_meta_clear(&m);
@@ -772,6 +780,12 @@ tc_admin_modify(struct tc_client *cl, const char *name, const struct tc_admin_mo
         set_str(&m.reader_group, o->reader_group) < 0 || set_str(&m.name, o->rename) < 0) {
       tc_image_meta_clear(&m);
       return -1;
+    }
+    /* As the filter and the OSDs: a client may not give an image away. */
+    if (!tc_client_may_write(cl, &m)) {
+      tc_image_meta_clear(&m);
+      return tc_error(EACCES, "image %s: permission denied (only an administrator may change the owner "
+                      "or owner_group so that you no longer own the image)", name);
     }
     char *json = tc_image_meta_json(&m);
     char kidx[512], knew[512], kino[256], idx[96];

@@ -26,6 +26,7 @@ const struct tc_opt_def tc_options[] = {
   { "etcd_slow_timeout", TC_OPT_INT, "5000", "KV client: how long a server may stay silent in a request before the next endpoint is tried, ms" },
   { "etcd_mon_ttl", TC_OPT_INT, "5", "monitor: TTL of the /mon/master lease, s (a standby takes over after it)" },
   { "etcd_keepalive_timeout", TC_OPT_INT, "10", "TTL of an OSD's /osd/state lease, s" },
+  { "gateway_bootstrap_admin", TC_OPT_STRING, NULL, "user NAME: at start, if the embedded store has no /config/user/NAME, write {\"type\":\"admin\"} there (the first administrator, without opening the KV to anyone)" },
   { "gateway_monitor", TC_OPT_BOOL, "true", "run the monitor inside the gateway (false: a KV service only)" },
   { "gateway_store_size", TC_OPT_INT, "64G", "largest size the gateway's embedded store may grow to (LMDB map size)" },
   { "gateway_max_request_bytes", TC_OPT_INT, "16M", "largest request body the gateway's KV API accepts" },

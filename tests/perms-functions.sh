@@ -1,0 +1,41 @@
+# A gateway in the secure setup for the use_perms tests: HTTPS with
+# antietcd_cert, client certificates (client_ca, osd_ca, mon_ca), use_perms,
+# the embedded monitor acting as a monitor (mon_etcd_client_cert), and the
+# first administrator bootstrapped into the store (never an open KV).
+# Source after functions.sh. Sets P (the PKI folder), KV_URL (https),
+# KV_CURL_OPTS (curl options of the administrator) and GW_LOG.
+
+# start_secure_gateway USER...: make the PKI with `tromcho make-certs`, a
+# certificate per USER, and start the gateway.
+start_secure_gateway () {
+  local port dir=$TESTDIR/gw u
+  requires tromcho tromcho-gateway curl
+  P=$TESTDIR/pki
+  mkdir -p "$dir"
+  tromcho make-certs --dir "$P" >/dev/null || fail "make-certs"
+  for u in "$@"; do tromcho make-certs user "$u" --dir "$P" >/dev/null || fail "make-certs user $u"; done
+  port=$(free_port)
+  KV_URL=https://127.0.0.1:$port
+  GW_LOG=$dir/log
+  tromcho-gateway --config "$P/tromcho.conf" --use_perms true --gateway_address "127.0.0.1:$port" \
+    --gateway_data "$dir/data" --gateway_bootstrap_admin admin --gateway_monitor "${KV_MONITOR:-true}" \
+    --log_level info >>"$GW_LOG" 2>&1 &
+  echo $! > "$dir/pid"
+  cleanup_fn "stop_pid $(cat "$dir/pid")"
+  KV_CURL_OPTS="--cacert $P/antietcd.crt --cert $P/admin.crt --key $P/admin.key"
+  # shellcheck disable=SC2086
+  WAIT_SECS=30 wait_for curl -sf $KV_CURL_OPTS "$KV_URL/health" || { cat "$GW_LOG" >&2; fail "gateway did not start"; }
+}
+
+# curl_as ID ARGS...: curl as identity ID: anyone (no certificate), osd,
+# mon, or a user with a certificate in $P (admin, alice, ...), or any
+# NAME with $P/NAME.crt and $P/NAME.key.
+curl_as () {
+  local id=$1; shift
+  case $id in
+    anyone) curl -s --cacert "$P/antietcd.crt" "$@" ;;
+    osd) curl -s --cacert "$P/antietcd.crt" --cert "$P/osd_ca.crt" --key "$P/osd_ca.key" "$@" ;;
+    mon) curl -s --cacert "$P/antietcd.crt" --cert "$P/mon_ca.crt" --key "$P/mon_ca.key" "$@" ;;
+    *) curl -s --cacert "$P/antietcd.crt" --cert "$P/$id.crt" --key "$P/$id.key" "$@" ;;
+  esac
+}
