@@ -3,7 +3,9 @@
 # random, 1 MiB sequential; reads and writes) on plain and encrypted images,
 # in each transport mode (none, payload, gcm with certificates). A KV (etcd)
 # and 2 OSDs on files (2 replicas) on this machine. Prints a table; never
-# pass/fail.  Usage: bench/client.sh [SECONDS per run, default 5]
+# pass/fail. enc "auth" is an authenticated image (--enc_key auto --integrity),
+# to compare with plain XTS ("yes").
+# Usage: [MODES="none payload gcm"] [ENCS="no yes auth"] bench/client.sh [SECONDS per run, default 5]
 set -u
 top_srcdir=$(cd "$(dirname "$0")/.." && pwd)
 top_builddir=${top_builddir:-$top_srcdir}
@@ -18,7 +20,7 @@ tromcho make-certs --dir "$TESTDIR/pki" >/dev/null || fail "make-certs"
 P=$TESTDIR/pki
 CERTS=", \"osd_ca\": \"$P/osd_ca.crt\", \"client_ca\": \"$P/client_ca.crt\", \"osd_cert\": \"$P/osd_ca.crt\", \"osd_pkey\": \"$P/osd_ca.key\", \"cert\": \"$P/admin.crt\", \"pkey\": \"$P/admin.key\""
 printf '%-8s %-5s %-22s %10s %10s %10s\n' mode enc test IOPS MB/s "avg us"
-for mode in none payload gcm; do
+for mode in ${MODES:-none payload gcm}; do
   extra=", \"proto_checksums\": \"$mode\""
   [ $mode = gcm ] && extra="$extra$CERTS"
   EXTRA_CONF=$extra write_conf
@@ -27,9 +29,9 @@ for mode in none payload gcm; do
   OSD_SIZE=4G start_osd 1
   OSD_SIZE=4G start_osd 2
   set_pgs 1 32 "1 2"
-  for enc in no yes; do
+  for enc in ${ENCS:-no yes auth}; do
     img=b-$mode-$enc
-    if [ $enc = yes ]; then key="--enc_key auto"; else key=""; fi
+    case $enc in yes) key="--enc_key auto";; auth) key="--enc_key auto --integrity";; *) key="";; esac
     # shellcheck disable=SC2086
     tromcho create $img -s 512M $key >/dev/null || fail "create $img"
     out=$(tromcho dd if=/dev/zero oimg=$img bs=1M count=256 iodepth=8 2>&1 | tail -1)

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "cli_progress.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "error.h"
@@ -39,6 +40,7 @@ struct dd {
   int error;
   char errmsg[512];
   uint64_t bytes;
+  uint64_t finished;      /* workers that returned */
 };
 
 /* Record the first error: "PREFIX: WHY". */
@@ -167,6 +169,9 @@ worker(void *arg)
     pthread_mutex_unlock(&d->lock);
   }
   free(buf);
+  pthread_mutex_lock(&d->lock);
+  d->finished++;
+  pthread_mutex_unlock(&d->lock);
   return NULL;
 }
 
@@ -321,8 +326,26 @@ cmd_dd(int argc, char **argv, struct tc_config *cfg)
     fprintf(stderr, "tromcho dd: cannot start a thread\n");
     goto out;
   }
+  /* Bytes to copy, when known: for the progress line. */
+  uint64_t total = 0;
+  if (d.in.positional && d.in.size != UINT64_MAX)
+    total = d.in.size > d.skip * d.bs ? d.in.size - d.skip * d.bs : 0;
+  if (d.have_count && (!total || d.count * d.bs < total))
+    total = d.count * d.bs;
+  struct cli_progress pr;
+  cli_progress_start(&pr, "dd", total);
+  for (;;) {
+    pthread_mutex_lock(&d.lock);
+    uint64_t fin = d.finished, bytes = d.bytes;
+    pthread_mutex_unlock(&d.lock);
+    if (fin == started || !pr.on)
+      break;
+    cli_progress_update(&pr, bytes);
+    nanosleep(&(struct timespec) { .tv_nsec = 100 * 1000 * 1000 }, NULL);
+  }
   for (uint64_t k = 0; k < started; k++)
     pthread_join(th[k], NULL);
+  cli_progress_end(&pr);
   if (!d.error && d.out.img && tc_image_flush(d.out.img) < 0)
     dd_fail(&d, "oimg=", d.out.image, tc_last_error());
   clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -36,7 +36,8 @@ cmd_image_create(int argc, char **argv, struct tc_config *cfg)
   const struct cli_opt opts[] = {
     { "--size", "-s", &size, NULL }, { "--pool", "-p", &o.pool, NULL }, { "--enc_key", NULL, &o.enc_key, NULL },
     { "--owner", NULL, &o.owner, NULL }, { "--owner_group", NULL, &o.owner_group, NULL },
-    { "--reader_group", NULL, &o.reader_group, NULL }, { "--parent", NULL, &o.parent, NULL }, { NULL },
+    { "--reader_group", NULL, &o.reader_group, NULL }, { "--parent", NULL, &o.parent, NULL },
+    { "--integrity", NULL, NULL, &o.integrity }, { NULL },
   };
   if (cli_parse("create", argc, argv, opts, pos, 1, &npos) < 0)
     return 1;
@@ -71,9 +72,9 @@ cmd_image_create(int argc, char **argv, struct tc_config *cfg)
 int
 cmd_image_snap_create(int argc, char **argv, struct tc_config *cfg)
 {
-  const char *pos[1];
+  const char *pos[1], *enc_key = NULL;
   int npos;
-  const struct cli_opt opts[] = { { NULL } };
+  const struct cli_opt opts[] = { { "--enc_key", NULL, &enc_key, NULL }, { NULL } };
   if (cli_parse("snap-create", argc, argv, opts, pos, 1, &npos) < 0)
     return 1;
   if (npos != 1) {
@@ -92,7 +93,7 @@ cmd_image_snap_create(int argc, char **argv, struct tc_config *cfg)
   struct tc_client *cl = cli_client("snap-create", cfg);
   if (!cl)
     return 1;
-  int r = tc_admin_snapshot(cl, pos[0]);
+  int r = tc_admin_snapshot_key(cl, pos[0], enc_key);
   tc_client_free(cl);
   if (r < 0)
     return cli_fail("snap-create");
@@ -109,7 +110,7 @@ cmd_image_clone(int argc, char **argv, struct tc_config *cfg)
   const struct cli_opt opts[] = {
     { "--pool", "-p", &o.pool, NULL }, { "--enc_key", NULL, &o.enc_key, NULL },
     { "--owner", NULL, &o.owner, NULL }, { "--owner_group", NULL, &o.owner_group, NULL },
-    { "--reader_group", NULL, &o.reader_group, NULL }, { NULL },
+    { "--reader_group", NULL, &o.reader_group, NULL }, { "--integrity", NULL, NULL, &o.integrity }, { NULL },
   };
   if (cli_parse("clone", argc, argv, opts, pos, 2, &npos) < 0)
     return 1;

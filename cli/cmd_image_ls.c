@@ -128,6 +128,7 @@ meta_json(struct tc_client *cl, struct usage *u, const struct tc_image_meta *m, 
   json_object_object_add(o, "parent", parent ? json_object_new_string(parent) : NULL);
   json_object_object_add(o, "encrypted", json_object_new_boolean(m->enc_key != NULL));
   json_object_object_add(o, "key_source", m->enc_key ? json_object_new_string(strncmp(m->enc_key, "vault:", 6) ? "kv" : "vault") : NULL);
+  json_object_object_add(o, "integrity", json_object_new_boolean(m->integrity));
   json_object_object_add(o, "readonly", json_object_new_boolean(m->readonly));
   json_object_object_add(o, "writable", json_object_new_boolean(writable));
   json_object_object_add(o, "owner", m->owner ? json_object_new_string(m->owner) : NULL);
@@ -285,6 +286,7 @@ cmd_image_info(int argc, char **argv, struct tc_config *cfg)
     printf("layers:       %" PRId64 "\n", jint(o, "layers"));
     printf("parent:       %s\n", jstr(o, "parent") ? jstr(o, "parent") : "-");
     printf("encrypted:    %s\n", m.enc_key ? (strncmp(m.enc_key, "vault:", 6) ? "yes (key in the KV)" : "yes (key in Vault)") : "no");
+    printf("integrity:    %s\n", m.integrity ? "yes (every sector authenticated)" : "no");
     printf("readonly:     %s\n", m.readonly ? "yes" : "no");
     printf("writable:     %s\n", writable ? "yes" : "no");
     printf("owner:        %s\n", m.owner ? m.owner : "-");

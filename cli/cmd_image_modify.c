@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "api_client.h"
+#include "cli_progress.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "image_admin.h"
@@ -94,7 +95,10 @@ cmd_image_flatten(int argc, char **argv, struct tc_config *cfg)
   struct tc_client *cl = cli_client("flatten", cfg);
   if (!cl)
     return 1;
-  int r = tc_admin_flatten(cl, pos[0]);
+  struct cli_progress pr;
+  cli_progress_start(&pr, "flatten", 0);
+  int r = tc_admin_flatten_progress(cl, pos[0], cli_progress_cb, &pr);
+  cli_progress_end(&pr);
   tc_client_free(cl);
   if (r < 0)
     return cli_fail("flatten");
@@ -106,12 +110,13 @@ int
 cmd_image_rm(int argc, char **argv, struct tc_config *cfg)
 {
   const char *pos[1];
+  bool shred = false;
   int npos;
-  const struct cli_opt opts[] = { { NULL } };
+  const struct cli_opt opts[] = { { "--shred", NULL, NULL, &shred }, { NULL } };
   if (cli_parse("rm", argc, argv, opts, pos, 1, &npos) < 0)
     return 1;
   if (npos != 1) {
-    fprintf(stderr, "tromcho rm: give the image name: rm NAME\n");
+    fprintf(stderr, "tromcho rm: give the image name: rm NAME [--shred]\n");
     return 1;
   }
   if (cli_api_enabled(cfg)) {
@@ -123,10 +128,17 @@ cmd_image_rm(int argc, char **argv, struct tc_config *cfg)
   struct tc_client *cl = cli_client("rm", cfg);
   if (!cl)
     return 1;
-  int r = tc_admin_delete(cl, pos[0]);
+  struct cli_progress pr;
+  cli_progress_start(&pr, "rm", 0);
+  int64_t rev = 0;
+  int r = tc_admin_delete_shred_progress(cl, pos[0], shred, &rev, cli_progress_cb, &pr);
+  cli_progress_end(&pr);
   tc_client_free(cl);
   if (r < 0)
     return cli_fail("rm");
+  if (shred && rev)
+    printf("Key of %s shredded at KV revision %lld (the KV's history keeps older values until it is compacted "
+           "at or after it: etcdctl compact %lld)\n", pos[0], (long long) rev, (long long) rev);
   printf("Image %s deleted\n", pos[0]);
   return 0;
 }

@@ -8,10 +8,11 @@
  *   make-certs user NAME --dir DIR [--admin]
  *                               a user certificate CN=NAME signed by client_ca
  *                               and DIR/NAME.conf
- *   make-certs nbd --dir DIR [--host H] [--user NAME]
- *                               TLS for the NBD hop (nbdkit --tls): DIR/nbd-server/
- *                               and DIR/nbd-client-NAME/ in nbdkit's and
- *                               libnbd's file layout, both trusting client_ca
+ *   make-certs nbd --dir DIR [--tenant T] [--user NAME] [--host H]
+ *                               TLS for the NBD hop (nbdkit --tls): a CA per
+ *                               tenant (T defaults to NAME, NAME to admin),
+ *                               DIR/nbd-server-T/ and DIR/nbd-client-T/ in
+ *                               nbdkit's and libnbd's file layout (see make_nbd)
  *
  * An existing CA is kept unless --force: replacing it would orphan every
  * certificate it signed. */
@@ -285,10 +286,10 @@ copy_file(const char *src, const char *dst, mode_t mode)
   return r;
 }
 
-/* Fill a folder in nbdkit's/libnbd's layout: ca-cert.pem = client_ca, and
+/* Fill a folder in nbdkit's/libnbd's layout: ca-cert.pem = DIR/ca.crt, and
  * ROLE-cert.pem / ROLE-key.pem = DIR/name.{crt,key}. */
 static int
-nbd_folder(const struct mc_opts *o, const char *folder, const char *role, const char *name)
+nbd_folder(const struct mc_opts *o, const char *folder, const char *ca, const char *role, const char *name)
 {
   char d[MC_PATH], src[MC_PATH], dst[MC_PATH + 32];
   snprintf(d, sizeof d, "%s/%s", o->dir, folder);
@@ -296,7 +297,7 @@ nbd_folder(const struct mc_opts *o, const char *folder, const char *role, const 
     fprintf(stderr, "tromcho make-certs: mkdir %s: %s\n", d, strerror(errno));
     return -1;
   }
-  path_of(src, sizeof src, o->dir, "client_ca", "crt");
+  path_of(src, sizeof src, o->dir, ca, "crt");
   snprintf(dst, sizeof dst, "%s/ca-cert.pem", d);
   if (copy_file(src, dst, 0644) < 0)
     return -1;
@@ -312,29 +313,42 @@ nbd_folder(const struct mc_opts *o, const char *folder, const char *role, const 
   return 0;
 }
 
-/* TLS for the NBD hop: nbdkit --tls=require --tls-certificates=DIR/nbd-server
- * [--tls-verify-peer]; clients use DIR/nbd-client-USER (libnbd's
- * tls-certificates). Both sides trust client_ca, which signs the server's
- * certificate too, so a tenant's CA is all a gateway needs. */
+/* TLS for the NBD hop (DESIGN.md section 7): one nbdkit per tenant, and a
+ * CA per tenant that signs only that tenant's NBD server and client
+ * certificates -- never client_ca: an NBD certificate is not a cluster
+ * identity, and one tenant's NBD client certificate must not open another
+ * tenant's nbdkit.
+ *   DIR/nbd-ca-TENANT.{crt,key}     the tenant's NBD CA (kept if present)
+ *   DIR/nbd-server-TENANT/          nbdkit --tls=require --tls-verify-peer
+ *                                   --tls-certificates=DIR/nbd-server-TENANT
+ *                                   (serverAuth, CN = --host or localhost)
+ *   DIR/nbd-client-TENANT/          libnbd tls-certificates= (clientAuth,
+ *                                   CN = --user)
+ * The nbdkit instance itself reaches the cluster as its user with cert= /
+ * pkey= from client_ca, as before. */
 static int
-make_nbd(const struct mc_opts *o, const char *host, const char *user)
+make_nbd(const struct mc_opts *o, const char *host, const char *tenant, const char *user)
 {
-  char ca[MC_PATH], crt[MC_PATH], folder[128];
-  path_of(ca, sizeof ca, o->dir, "client_ca", "key");
-  path_of(crt, sizeof crt, o->dir, user, "crt");
-  if (!exists(ca) || !exists(crt)) {
-    fprintf(stderr, "tromcho make-certs nbd: %s or %s missing (run tromcho make-certs --dir %s%s first)\n",
-            ca, crt, o->dir, strcmp(user, "admin") ? " and make-certs user NAME" : "");
+  char ca[128], srv[128], cli[128];
+  snprintf(ca, sizeof ca, "nbd-ca-%s", tenant);
+  snprintf(srv, sizeof srv, "nbd-server-%s", tenant);
+  snprintf(cli, sizeof cli, "nbd-client-%s", tenant);
+  char cn[160];
+  snprintf(cn, sizeof cn, "tromcho nbd CA %s", tenant);
+  struct tc_cert_spec ca_spec = { .cn = cn, .is_ca = 1, .days = o->days };
+  int made_ca, made;
+  if (issue(o, ca, &ca_spec, NULL, o->force, &made_ca) < 0)
     return 1;
-  }
   const char *dns[] = { host, NULL };
-  struct tc_cert_spec spec = { .cn = host ? host : "localhost", .server = 1, .dns = host ? dns : NULL,
-                               .days = o->days };
-  int made;
-  if (issue(o, "nbd-server", &spec, "client_ca", o->force, &made) < 0)
+  struct tc_cert_spec sspec = { .cn = host ? host : "localhost", .server = 1, .dns = host ? dns : NULL,
+                                .days = o->days };
+  /* A new CA orphans the old leaves: issue them again. */
+  if (issue(o, srv, &sspec, ca, o->force || made_ca, &made) < 0)
     return 1;
-  snprintf(folder, sizeof folder, "nbd-client-%s", user);
-  if (nbd_folder(o, "nbd-server", "server", "nbd-server") < 0 || nbd_folder(o, folder, "client", user) < 0)
+  struct tc_cert_spec cspec = { .cn = user, .client = 1, .days = o->days };
+  if (issue(o, cli, &cspec, ca, o->force || made_ca, &made) < 0)
+    return 1;
+  if (nbd_folder(o, srv, ca, "server", srv) < 0 || nbd_folder(o, cli, ca, "client", cli) < 0)
     return 1;
   return 0;
 }
@@ -343,7 +357,7 @@ int
 cmd_make_certs(int argc, char **argv, struct tc_config *cfg)
 {
   struct mc_opts o = { .dir = NULL, .days = 3650, .key_type = TC_KEY_ECDSA_P256 };
-  const char *user = NULL, *host = NULL, *nbd_user = "admin";
+  const char *user = NULL, *host = NULL, *nbd_user = "admin", *tenant = NULL;
   int nbd = 0;
   int i = 1;
   if (i < argc && !strcmp(argv[i], "nbd")) {
@@ -391,11 +405,19 @@ cmd_make_certs(int argc, char **argv, struct tc_config *cfg)
       nbd_user = v;
       i++;
     }
+    else if (!strcmp(a, "--tenant") && v && nbd) {
+      if (!valid_user_name(v)) {
+        fprintf(stderr, "tromcho make-certs nbd: '%s' is not a valid tenant name (1-64 of A-Z a-z 0-9 . _ - @)\n", v);
+        return 1;
+      }
+      tenant = v;
+      i++;
+    }
     else {
       fprintf(stderr, "tromcho make-certs: unexpected argument '%s'\n"
               "usage: tromcho make-certs --dir DIR [--days N] [--key-type ecdsa|ed25519|rsa] [--force]\n"
               "       tromcho make-certs user NAME [--admin] --dir DIR [--days N] [--key-type T] [--force]\n"
-              "       tromcho make-certs nbd --dir DIR [--host NAME] [--user NAME] [--force]\n", a);
+              "       tromcho make-certs nbd --dir DIR [--tenant NAME] [--user NAME] [--host NAME] [--force]\n", a);
       return 1;
     }
   }
@@ -414,6 +436,6 @@ cmd_make_certs(int argc, char **argv, struct tc_config *cfg)
   }
   o.dir = abs;
   if (nbd)
-    return make_nbd(&o, host, nbd_user);
+    return make_nbd(&o, host, tenant ? tenant : nbd_user, nbd_user);
   return user ? make_user(&o, user) : make_all(&o);
 }

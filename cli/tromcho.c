@@ -12,24 +12,26 @@ static const struct tc_command commands[] = {
   { "cpubench", cmd_cpubench, "cpubench [--seconds S] [--json]   transport and image encryption speed of this CPU" },
   { "make-certs", cmd_make_certs, "make-certs --dir DIR [--days N] [--key-type ecdsa|ed25519|rsa] [--force]\n"
     "  make-certs user NAME [--admin] --dir DIR      CAs, OSD/gateway/admin certificates and tromcho.conf; user certificates\n"
-    "  make-certs nbd --dir DIR [--host H] [--user U] TLS for the NBD hop: DIR/nbd-server/, DIR/nbd-client-U/" },
+    "  make-certs nbd --dir DIR [--tenant T] [--user U] [--host H]  TLS for the NBD hop, a CA per tenant (T defaults to U, U to admin):\n"
+    "                  DIR/nbd-ca-T.crt, DIR/nbd-server-T/, DIR/nbd-client-T/" },
   { "selftest", cmd_selftest, "selftest                          crypto known-answer self-test" },
   { "pool-create", cmd_pool_create, "pool-create NAME --pg-size N --pg-count N [--pg-minsize N] [--block-size 128k] [--creator-group G] [--failure-domain host|osd]" },
   { "pool-ls", cmd_pool_ls, "pool-ls [--json]                  pools with their PG counts and state" },
   { "pool-rm", cmd_pool_rm, "pool-rm NAME                      remove a pool" },
   { "osd-create", cmd_osd_create, "osd-create --data PATH [--osd_num N] [--size 8G] [--block-size 128k] [--meta PATH] [--force]\n"
     "                                    format a data file or device as an OSD store (--osd_num: allocated in the KV when absent)" },
-  { "create", cmd_image_create, "create NAME -s SIZE [--pool P] [--enc_key auto|none|HEX|vault:ID] [--owner U]\n"
+  { "create", cmd_image_create, "create NAME -s SIZE [--pool P] [--enc_key auto|none|HEX|vault:ID] [--integrity] [--owner U]\n"
     "       [--owner_group G] [--reader_group G] [--parent NAME@SNAP]   create an image (or a clone)" },
   { "ls", cmd_image_ls, "ls [--json]                       images you may read: size, used, layers, encryption" },
   { "info", cmd_image_info, "info NAME [--json]                one image's record" },
   { "modify", cmd_image_modify, "modify NAME [--resize SIZE] [--rename NEW] [--readonly|--readwrite] [--owner U]\n"
     "       [--owner_group G] [--reader_group G]                      change an image" },
-  { "snap-create", cmd_image_snap_create, "snap-create NAME@SNAP              snapshot an image" },
-  { "clone", cmd_image_clone, "clone NAME@SNAP NEW [--enc_key auto|none|HEX] [--pool P]  a new image over a snapshot\n"
+  { "snap-create", cmd_image_snap_create, "snap-create NAME@SNAP [--enc_key auto|none|HEX|vault:ID]\n"
+    "                                   snapshot an image (--enc_key: its new top layer's own key; the snapshot keeps the old)" },
+  { "clone", cmd_image_clone, "clone NAME@SNAP NEW [--enc_key auto|none|HEX|vault:ID] [--integrity] [--pool P]  a new image over a snapshot\n"
     "                                    (default key: the snapshot's)" },
   { "flatten", cmd_image_flatten, "flatten NAME                      copy the parents' data in, re-encrypted; drop the parent" },
-  { "rm", cmd_image_rm, "rm NAME                           delete an image (or NAME@SNAP) and its data" },
+  { "rm", cmd_image_rm, "rm NAME [--shred]                 delete an image (or NAME@SNAP) and its data (--shred: destroy its KV-held key first)" },
   { "dd", cmd_dd, "dd [if=FILE|iimg=IMAGE] [of=FILE|oimg=IMAGE] [bs=1M] [count=N] [skip=N] [seek=N]\n"
     "       [iflag=direct] [oflag=direct] [conv=notrunc] [iodepth=8]   copy data" },
   { "status", cmd_status, "status [--json]                   OSDs up and down, PGs clean, degraded, recovering" },

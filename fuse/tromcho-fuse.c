@@ -57,11 +57,18 @@ fail(const char *what)
   return -e;
 }
 
+/* Set at start-up, read-only afterwards: whether other local users were
+ * let in (-o allow_other). Without it files are the mounting user's alone. */
+static bool shared;
+
+/* Modes say what the mounting user's cluster rights allow; the kernel
+ * enforces them (default_permissions, always on). Others get the same read
+ * access only when the mount is shared on purpose (allow_other). */
 static void
 fill_stat(struct stat *st, uint64_t size, bool writable)
 {
   memset(st, 0, sizeof *st);
-  st->st_mode = S_IFREG | (writable ? 0644 : 0444);
+  st->st_mode = S_IFREG | (writable ? 0600 : 0400) | (shared ? 0044 : 0);
   st->st_nlink = 1;
   st->st_size = (off_t) size;
   st->st_blksize = 4096;
@@ -76,7 +83,7 @@ tf_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
   if (strcmp(path, "/") == 0) {
     memset(st, 0, sizeof *st);
-    st->st_mode = S_IFDIR | 0755;
+    st->st_mode = S_IFDIR | (shared ? 0755 : 0700);
     st->st_nlink = 2;
     st->st_uid = getuid();
     st->st_gid = getgid();
@@ -214,6 +221,9 @@ static const struct fuse_operations ops = {
   .fallocate = tf_fallocate,
 };
 
+/* Idle worker threads libfuse keeps (its documented default before 3.12). */
+#define TF_MAX_IDLE_THREADS "10"
+
 static void
 usage(FILE *f)
 {
@@ -245,7 +255,29 @@ main(int argc, char **argv)
   }
   tc_log_set_level(lvl);
   mount_time = time(NULL);
-  int r = fuse_main(argc, argv, &ops, NULL);
+  /* -o allow_other only when asked for; default_permissions always. */
+  for (int i = 1; i < argc; i++)
+    if (strstr(argv[i], "allow_other") && i > 1 && !strcmp(argv[i - 1], "-o"))
+      shared = true;
+    else if (!strncmp(argv[i], "-o", 2) && strstr(argv[i], "allow_other"))
+      shared = true;
+  /* libfuse 3.14 leaves max_idle_threads at UINT_MAX when not given and then
+   * warns "Ignoring invalid max threads value 4294967295": give it one. */
+  struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+  bool idle_given = false, ok = true;
+  for (int i = 0; i < argc; i++) {
+    idle_given |= strstr(argv[i], "max_idle_threads=") != NULL;
+    ok &= fuse_opt_add_arg(&args, argv[i]) == 0;
+  }
+  if (!ok || (!idle_given && fuse_opt_add_arg(&args, "-omax_idle_threads=" TF_MAX_IDLE_THREADS) < 0) ||
+      fuse_opt_add_arg(&args, "-odefault_permissions") < 0) {
+    fuse_opt_free_args(&args);
+    fprintf(stderr, "tromcho-fuse: out of memory adding mount options\n");
+    tc_config_free(cfg);
+    return 1;
+  }
+  int r = fuse_main(args.argc, args.argv, &ops, NULL);
+  fuse_opt_free_args(&args);
   tc_config_free(cfg);
   return r;
 }

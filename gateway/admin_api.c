@@ -136,17 +136,11 @@ caller_of(struct admin_api *a, struct MHD_Connection *conn, struct admin_caller 
     der[i] = peers[i].data;
     len[i] = peers[i].size;
   }
-  struct tc_cert_peer *p = tc_cert_verify_chain(a->trust, der, len, (int) n);
+  struct tc_cert_peer *p = tc_cert_verify_chain(a->trust, der, len, (int) n, TC_CERT_CLIENT);
   if (!p) {
     char cn[TC_CN_MAX];
     tc_cert_der_cn(der[0], len[0], cn, sizeof cn);
     admin_err_set(e, 401, "client certificate CN=%s refused (client_ca): %s", cn, tc_last_error());
-    return -1;
-  }
-  /* The same usage rule as the KV service (gw_identity.c): a client certificate. */
-  if (tc_cert_der_check_purpose(der[0], len[0], GNUTLS_KP_TLS_WWW_CLIENT, "clientAuth") < 0) {
-    admin_err_set(e, 401, "client certificate CN=%s refused (client_ca): %s", tc_cert_peer_cn(p), tc_last_error());
-    tc_cert_peer_free(p);
     return -1;
   }
   int rc = admin_caller_load(a->cl, tc_cert_peer_cn(p), c, e);

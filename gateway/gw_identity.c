@@ -157,7 +157,7 @@ gw_identity_from_chain(const struct gw_trust *t, const uint8_t *const *der, cons
   for (int i = 0; i < 3; i++) {
     if (!t || !t->ca[i])
       continue;
-    struct tc_cert_peer *p = tc_cert_verify_chain(t->ca[i], der, len, n);
+    struct tc_cert_peer *p = tc_cert_verify_chain(t->ca[i], der, len, n, TC_CERT_CLIENT);
     if (!p) {
       if (errno == ESRCH)
         continue;   /* not this CA's: try the next */
@@ -165,8 +165,6 @@ gw_identity_from_chain(const struct gw_trust *t, const uint8_t *const *der, cons
       return tc_error(EACCES, "client certificate CN=%s (%s): %s", cn, ca_opt[i], tc_last_error());
     }
     tc_cert_peer_free(p);
-    if (tc_cert_der_check_purpose(der[0], len[0], GNUTLS_KP_TLS_WWW_CLIENT, "clientAuth") < 0)
-      return tc_error(EACCES, "client certificate CN=%s (%s): %s", cn, ca_opt[i], tc_last_error());
     out->id.role = ca_role[i];
     snprintf(out->cn, sizeof out->cn, "%s", cn);
     if (ca_role[i] == TC_ROLE_USER) {

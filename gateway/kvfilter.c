@@ -25,6 +25,9 @@ struct memo_img {
 };
 struct memo {
   struct memo_img *imgs;
+  struct memo_img *pending_imgs;   /* parsed from puts of the txn being checked */
+  const struct kv_op *branch;      /* the ops of the txn branch being checked */
+  size_t nbranch;
   bool pools_read;
   struct tc_pools pools;
 };
@@ -142,6 +145,12 @@ memo_free(struct memo *mm)
     tc_image_meta_clear(&e->m);
     free(e);
   }
+  while (mm->pending_imgs) {
+    struct memo_img *e = mm->pending_imgs;
+    mm->pending_imgs = e->next;
+    tc_image_meta_clear(&e->m);
+    free(e);
+  }
   tc_pools_free(&mm->pools);
   free(mm);
 }
@@ -227,6 +236,36 @@ lookup_of(struct kvfilter_req *rq)
   return (struct tc_kv_lookup) { rq, lk_by_inode, lk_by_name, lk_pool_creator_group };
 }
 
+/* The ACL of /config/inode/<pool>/<id> as a put of the txn branch being
+ * checked writes it (a create puts the record and its index together). */
+static const struct tc_image_acl *
+pending_inode(struct kvfilter_req *rq, uint64_t pool, uint64_t id)
+{
+  struct memo *mm = memo_of(rq);
+  char key[160];
+  if (!mm || !mm->branch)
+    return NULL;
+  int n = snprintf(key, sizeof key, "%s/config/inode/%" PRIu64 "/%" PRIu64, rq->f->prefix, pool, id);
+  if (n < 0 || (size_t) n >= sizeof key)
+    return NULL;
+  for (size_t i = 0; i < mm->nbranch; i++) {
+    const struct kv_op *op = &mm->branch[i];
+    if (op->type != KV_OP_PUT || op->put.ignore_value || op->put.key.n != (size_t) n ||
+        memcmp(op->put.key.p, key, (size_t) n) != 0)
+      continue;
+    struct memo_img *e = calloc(1, sizeof *e);
+    if (!e)
+      return NULL;
+    e->next = mm->pending_imgs;
+    mm->pending_imgs = e;
+    if (tc_image_meta_parse(&e->m, pool, id, (const char *) op->put.value.p, op->put.value.n) < 0)
+      return NULL;
+    e->acl = (struct tc_image_acl) { e->m.owner, e->m.owner_group, e->m.reader_group };
+    return &e->acl;
+  }
+  return NULL;
+}
+
 /* The ACL an image record's value gives (for /config/inode/ keys), or that
  * of the inode an index record points to (/index/image/ keys). */
 static bool
@@ -246,8 +285,11 @@ acl_of_value(struct kvfilter_req *rq, const char *rel, const uint8_t *val, size_
   }
   if (strncmp(rel, "/index/image/", 13) == 0) {
     if (val && tc_image_index_parse((const char *) val, vlen, &pool, &id) == 0 && pool && pool <= TC_POOL_MAX &&
-        id && id <= TC_INODE_ID_MAX)
+        id && id <= TC_INODE_ID_MAX) {
       *out = lk_by_inode(rq, pool, id);
+      if (!*out)   /* an image created by the same txn */
+        *out = pending_inode(rq, pool, id);
+    }
     return true;
   }
   return false;
@@ -347,11 +389,15 @@ check_read_key(struct kvfilter_req *rq, const uint8_t *key, size_t klen, struct 
   /* An absent key: may the caller read it were it there? (Otherwise a
    * compare would tell whether a hidden key exists.) */
   if (!ok && r == 0) {
+    /* An absent key: may the caller create it (as the client library's
+     * create does: compare absent, then put an image it will own)? */
     char rel[512];
     struct tc_kv_lookup lk = lookup_of(rq);
+    const struct tc_identity *id = &rq->who->id;
+    struct tc_image_acl own = { id->name, NULL, NULL };
     ok = rel_key(rq->f, key, klen, rel, sizeof rel) &&
-         (tc_perm_kv(&rq->who->id, rel, TC_KV_READ, &lk, NULL) ||
-          tc_perm_kv(&rq->who->id, rel, TC_KV_WRITE, &lk, NULL));
+         (tc_perm_kv(id, rel, TC_KV_READ, &lk, NULL) || tc_perm_kv(id, rel, TC_KV_WRITE, &lk, NULL) ||
+          (id->role == TC_ROLE_USER && tc_perm_kv(id, rel, TC_KV_WRITE, &lk, &own)));
   }
   free(val);
   return ok ? 0 : denied(rq, "read (compare)", key, klen, err);
@@ -449,10 +495,19 @@ check_one(struct kvfilter_req *rq, const struct kv_op *op, struct kv_err *err)
 static int
 check_ops(struct kvfilter_req *rq, const struct kv_op *ops, size_t n, struct kv_err *err)
 {
-  for (size_t i = 0; i < n; i++)
-    if (check_one(rq, &ops[i], err) < 0)
-      return -1;
-  return 0;
+  struct memo *mm = memo_of(rq);
+  if (!mm)
+    return kv_err_set(err, KV_INTERNAL, "access filter: out of memory");
+  const struct kv_op *saved = mm->branch;
+  size_t nsaved = mm->nbranch;
+  mm->branch = ops;
+  mm->nbranch = n;
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; i++)
+    rc = check_one(rq, &ops[i], err);
+  mm->branch = saved;
+  mm->nbranch = nsaved;
+  return rc;
 }
 
 int

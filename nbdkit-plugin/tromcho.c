@@ -240,7 +240,8 @@ static int
 tromcho_can_multi_conn(void *handle)
 {
   /* Flush is cluster-wide: it makes every write acknowledged to any
-   * connection durable on the OSDs. */
+   * connection durable on the OSDs; and the connections share one sector
+   * lock per image, so their partial-sector writes never undo each other. */
   return 1;
 }
 
@@ -260,7 +261,9 @@ tromcho_can_fast_zero(void *handle)
 static int
 tromcho_block_size(void *handle, uint32_t *minimum, uint32_t *preferred, uint32_t *maximum)
 {
-  *minimum = 1;       /* sub-sector I/O works (read-modify-write) */
+  /* Any byte range works: partial sectors are serialised by one sector
+   * lock per image in this process and by the OSD across processes. */
+  *minimum = 1;
   *preferred = 4096;  /* the encryption sector */
   *maximum = 32 * 1024 * 1024;
   return 0;

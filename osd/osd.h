@@ -17,6 +17,7 @@
  *   osd_peering  PG table changes, SEC_LIST + SEC_LOCK, activation
  *   osd_primary_write, osd_primary_read, osd_primary_sync, osd_scrub
  *                the client operations on the primary
+ *   osd_partial  WRITE_PARTIAL and WRITE_IF, on top of osd_primary_write
  *   osd_describe DESCRIBE, SHOW_CONFIG
  *   osd_dispatch decode -> rights -> dispatch (the messenger's callback)
  *   osd_main     options, start, stop; wires the events below
@@ -52,11 +53,15 @@ struct osd_req {
   uint64_t bitmap;          /* SEC_WRITE_STABLE */
   const uint8_t *data;      /* WRITE/SEC_WRITE/SEC_WRITE_STABLE payload data */
   uint64_t claim_osd;       /* SHOW_CONFIG: the OSD the caller claims to be (0: none) */
+  struct tc_osd_write_if cond;   /* WRITE_IF: what the sector must still hold */
 };
 
 /* Decode hdr + payload (hdr->len bytes). block_size: the store's object size.
  * Returns 0, or -EINVAL / -ENOTSUP with a reason in err. Never reads past
  * payload[hdr->len). */
+/* The largest payload a request with this opcode may carry on an OSD of
+ * this block size (osd_limits.c); 0 for operations without payload. */
+uint32_t osd_request_max_payload(uint16_t opcode, uint32_t block_size);
 int osd_req_decode(const struct tc_frame_hdr *hdr, const void *payload, uint32_t block_size,
                    struct osd_req *r, char *err, size_t errlen);
 
@@ -318,6 +323,10 @@ void osd_primary_write(struct osd *o, struct osd_client *cl, const struct tc_fra
 void osd_primary_read(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
                       const struct osd_req *r);
 void osd_primary_sync(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr);
+/* WRITE_PARTIAL and WRITE_IF (osd_partial.c): the stored sectors read and
+ * patched or checked, then a WRITE of whole sectors, in one loop turn. */
+void osd_primary_write_partial(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
+                               const struct osd_req *r);
 void osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
                       const struct osd_req *r);
 

@@ -109,6 +109,31 @@ osd_req_decode(const struct tc_frame_hdr *hdr, const void *payload, uint32_t blo
     if ((rc = rw_range(r, &h.rw, block_size, err, errlen)) < 0)
       return rc;
     return r->op == TC_OP_SEC_WRITE ? sec_version(r, &h.rw, err, errlen) : 0;
+  case TC_OP_WRITE_PARTIAL:
+    r->inode = h.rw.inode;
+    r->offset = h.rw.offset;
+    r->len = h.rw.len;
+    r->data = p;
+    if (h.rw.len != hdr->len)
+      return bad(err, errlen, -EINVAL, "%s: length %" PRIu32 " but a payload of %" PRIu32 " bytes", name,
+                 h.rw.len, hdr->len);
+    if (r->len == 0 || r->len > TC_OSD_MAX_OP_BYTES)
+      return bad(err, errlen, -EINVAL, "%s: length %" PRIu32 " is not 1..%u", name, r->len, TC_OSD_MAX_OP_BYTES);
+    if (r->offset > UINT64_MAX - r->len || r->offset / block_size != (r->offset + r->len - 1) / block_size)
+      return bad(err, errlen, -EINVAL, "%s: offset %" PRIu64 " length %" PRIu32 " crosses an object boundary (%"
+                 PRIu32 ")", name, r->offset, r->len, block_size);
+    return 0;
+  case TC_OP_WRITE_IF:
+    r->inode = h.rw.inode;
+    r->offset = h.rw.offset;
+    if (h.rw.len != 4096 || hdr->len != sizeof r->cond + 4096)
+      return bad(err, errlen, -EINVAL, "%s: length %" PRIu32 " and payload %" PRIu32 " must be 4096 and %zu + 4096"
+                 " bytes", name, h.rw.len, hdr->len, sizeof r->cond);
+    memcpy(&r->cond, p, sizeof r->cond);
+    if (r->cond.present > 1)
+      return bad(err, errlen, -EINVAL, "%s: 'present' is %" PRIu64 ", not 0 or 1", name, (uint64_t) r->cond.present);
+    r->data = p + sizeof r->cond;
+    return rw_range(r, &h.rw, block_size, err, errlen);
   case TC_OP_SEC_WRITE_STABLE:
     r->inode = h.rw.inode;
     r->offset = h.rw.offset;

@@ -53,7 +53,9 @@ dispatch(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, 
   case TC_OP_WRITE:
   case TC_OP_DELETE:
   case TC_OP_SYNC:
-  case TC_OP_SCRUB: {
+  case TC_OP_SCRUB:
+  case TC_OP_WRITE_PARTIAL:
+  case TC_OP_WRITE_IF: {
     struct osd_client *cl = osd_client_get(c);
     if (!cl) {
       osd_reply(c, hdr, -ENOMEM, 0, 0, NULL, 0);
@@ -61,6 +63,8 @@ dispatch(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, 
     }
     if (r->op == TC_OP_WRITE || r->op == TC_OP_DELETE)
       osd_primary_write(o, cl, hdr, r, payload);
+    else if (r->op == TC_OP_WRITE_PARTIAL || r->op == TC_OP_WRITE_IF)
+      osd_primary_write_partial(o, cl, hdr, r);
     else if (r->op == TC_OP_READ)
       osd_primary_read(o, cl, hdr, r);
     else if (r->op == TC_OP_SYNC)

@@ -83,6 +83,31 @@ pick_address(const struct tc_config *cfg, char *out, size_t outlen)
   return 0;
 }
 
+/* Wait until the KV answers: a daemon started before its KV (or while it
+ * is down) keeps trying and says so every 10 s, naming the address and the
+ * cause, instead of exiting. Other errors (refused certificate, ...) end
+ * it. SIGTERM still stops it: signals are not blocked yet. */
+static int
+wait_for_kv(struct osd *o)
+{
+  for (int n = 0;; n++) {
+    struct tc_kv_result res;
+    struct tc_kv_request req = { .type = TC_KV_REQ_OP,
+                                 .op = { .type = TC_KV_RANGE, .key = o->prefix, .prefix = true, .count_only = true } };
+    if (tc_kv_request(o->kv, &req, &res) == 0) {
+      tc_kv_result_free(&res);
+      if (n)
+        tc_info("osd %" PRIu64 ": the KV at %s answers", o->osd_num, tc_kv_current_url(o->kv));
+      return 0;
+    }
+    if (errno != ECONNREFUSED && errno != ETIMEDOUT && errno != EHOSTUNREACH && errno != EAGAIN)
+      return -1;
+    if (n % 10 == 0)
+      tc_warn("osd %" PRIu64 ": cannot reach the KV: %s; retrying", o->osd_num, tc_last_error());
+    sleep(1);
+  }
+}
+
 /* The data (and meta) path of OSD n as osd-create recorded it. */
 static int
 data_path_from_kv(struct osd *o, char **data, char **meta)
@@ -141,6 +166,14 @@ on_tick(struct tc_evloop *loop, void *arg)
   o->tick = tc_evloop_timer_add(loop, 1000, on_tick, o);
   if (!o->tick)
     tc_err("osd %" PRIu64 ": cannot schedule the next tick: %s", o->osd_num, tc_last_error());
+}
+
+/* The messenger's per-operation frame limit: the protocol's maximum. */
+static uint32_t
+request_limit(const struct tc_frame_hdr *h, void *arg)
+{
+  const struct osd *o = arg;
+  return osd_request_max_payload(h->opcode, o->info.block_size);
 }
 
 int
@@ -212,6 +245,10 @@ main(int argc, char **argv)
     fprintf(stderr, "tromcho-osd: KV client: %s\n", tc_last_error());
     goto out;
   }
+  if (wait_for_kv(o) < 0) {
+    fprintf(stderr, "tromcho-osd: osd %" PRIu64 ": %s\n", o->osd_num, tc_last_error());
+    goto out;
+  }
   if (tc_config_str(cfg, "osd_data")) {
     o->data_path = strdup(tc_config_str(cfg, "osd_data"));
     if (tc_config_str(cfg, "osd_meta"))
@@ -249,6 +286,11 @@ main(int argc, char **argv)
     goto out;
   }
   tc_msgr_set_callbacks(o->msgr, osd_on_request, osd_on_conn, o);
+  tc_msgr_set_request_limit(o->msgr, request_limit, o);
+  /* With use_perms every peer proves who it is: anonymous ones are refused
+   * at the handshake, before they can hold a byte of the OSD's memory. */
+  if (o->use_perms)
+    tc_msgr_set_allowed_roles(o->msgr, TC_ROLES_ALL & ~TC_ROLE_BIT(TC_ROLE_ANON));
   if (tc_msgr_listen(o->msgr, o->addr, (int) tc_config_int(cfg, "osd_port")) < 0) {
     fprintf(stderr, "tromcho-osd: listening on %s: %s\n", o->addr, tc_last_error());
     goto out;

@@ -3,6 +3,10 @@
  *
  *   client-tool rawread IMAGE OFFSET LEN   the stored bytes of IMAGE's own
  *                                          inode (ciphertext if encrypted)
+ *   client-tool rawwrite IMAGE OFFSET      stdin (a multiple of 4096 bytes) into
+ *                                          IMAGE's own inode as stored, bypassing
+ *                                          the image layer (an attacker's write)
+ *   client-tool rawdelete IMAGE OFFSET LEN delete that stored range
  *   client-tool threads IMAGE [ROUNDS]     8 threads write overlapping unaligned
  *                                          ranges at once (a reader watches); every
  *                                          sector must be one writers' version
@@ -13,6 +17,10 @@
  *                                          outside: the handle must turn read-only
  *   client-tool api IMAGE                  open/stat/list/resize/trim/zero/
  *                                          extents/read-only checks (TAP)
+ *   client-tool keyloop IMAGE              one client, commands on stdin: "open"
+ *                                          (re)opens IMAGE (its key resolved again),
+ *                                          "read" reads the open handle; each prints
+ *                                          "ok <first 16 bytes in hex>" or "err <msg>"
  * Exit 0 on success, 1 with "FAIL: ..." otherwise. */
 #include <config.h>
 #include <errno.h>
@@ -66,6 +74,34 @@ cmd_rawread(struct tc_client *cl, const char *name, uint64_t off, uint32_t len)
   int r = fwrite(buf, 1, len, stdout) == len ? 0 : 1;
   free(buf);
   return r;
+}
+
+/* Write stdin, or delete, at a stored offset of IMAGE's own inode. */
+static int
+cmd_rawwrite(struct tc_client *cl, const char *name, uint64_t off, int64_t dellen)
+{
+  struct tc_image_meta m;
+  if (tc_client_stat(cl, name, &m, NULL) < 0)
+    return die("stat");
+  uint64_t inode = TC_INODE(m.pool, m.id);
+  uint32_t bs;
+  tc_image_meta_clear(&m);
+  if (tc_client_block_size(cl, TC_INODE_POOL(inode), &bs) < 0)
+    return die("block size");
+  static uint8_t buf[1 << 20];
+  size_t n = dellen >= 0 ? (size_t) dellen : fread(buf, 1, sizeof buf, stdin);
+  if (n == 0 || n % 4096)
+    return fprintf(stderr, "FAIL: length %zu is not a positive multiple of 4096\n", n), 1;
+  for (size_t done = 0; done < n;) {
+    uint64_t pos = off + done, objend = (pos / bs + 1) * bs;
+    uint32_t chunk = (uint32_t) ((objend - pos) < n - done ? objend - pos : n - done);
+    struct tc_objop op = { .code = dellen >= 0 ? TC_OBJ_DELETE : TC_OBJ_WRITE, .inode = inode, .offset = pos,
+                           .len = chunk, .buf = dellen >= 0 ? NULL : buf + done };
+    if (tc_cluster_run(tc_client_cluster(cl), &op) < 0)
+      return die("raw write");
+    done += chunk;
+  }
+  return 0;
 }
 
 /* --- concurrent writers ---
@@ -337,6 +373,45 @@ cmd_api(struct tc_client *cl, const char *name)
   return DONE();
 }
 
+/* Open and read IMAGE on command, through one client (its Vault token cache). */
+static int
+cmd_keyloop(struct tc_client *cl, const char *name)
+{
+  struct tc_image *img = NULL;
+  char line[64];
+  uint8_t *buf = aligned_alloc(4096, 4096);
+  if (!buf)
+    return 1;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  while (fgets(line, sizeof line, stdin)) {
+    line[strcspn(line, "\n")] = 0;
+    if (!strcmp(line, "open")) {
+      struct tc_image *n = tc_client_open(cl, name, true);
+      if (!n) {
+        printf("err %s\n", tc_last_error());
+        continue;
+      }
+      tc_image_free(img);
+      img = n;
+    }
+    else if (strcmp(line, "read") != 0) {
+      printf("err unknown command %s\n", line);
+      continue;
+    }
+    if (!img || tc_image_read(img, buf, 4096, 0) < 0) {
+      printf("err %s\n", img ? tc_last_error() : "not open");
+      continue;
+    }
+    printf("ok ");
+    for (int i = 0; i < 16; i++)
+      printf("%02x", buf[i]);
+    printf("\n");
+  }
+  tc_image_free(img);
+  free(buf);
+  return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -353,6 +428,10 @@ main(int argc, char **argv)
   int r = 1;
   if (!strcmp(argv[1], "rawread") && argc == 5)
     r = cmd_rawread(cl, argv[2], strtoull(argv[3], NULL, 0), (uint32_t) strtoul(argv[4], NULL, 0));
+  else if (!strcmp(argv[1], "rawwrite") && argc == 4)
+    r = cmd_rawwrite(cl, argv[2], strtoull(argv[3], NULL, 0), -1);
+  else if (!strcmp(argv[1], "rawdelete") && argc == 5)
+    r = cmd_rawwrite(cl, argv[2], strtoull(argv[3], NULL, 0), strtoll(argv[4], NULL, 0));
   else if (!strcmp(argv[1], "objects") && argc == 4) {
     uint64_t inode = TC_INODE(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
     struct tc_osd_list_entry *e;
@@ -395,6 +474,8 @@ main(int argc, char **argv)
     r = cmd_threads(cl, argv[2], argc > 3 ? atoi(argv[3]) : 20);
   else if (!strcmp(argv[1], "api"))
     r = cmd_api(cl, argv[2]);
+  else if (!strcmp(argv[1], "keyloop"))
+    r = cmd_keyloop(cl, argv[2]);
   else
     fprintf(stderr, "FAIL: unknown command %s\n", argv[1]);
   tc_client_free(cl);

@@ -51,6 +51,12 @@ check(const uint8_t *data, size_t size)
         abort();   /* a range the protocol forbids got through */
       break;
     }
+    if (r.op == TC_OP_WRITE_PARTIAL &&
+        (!r.len || r.len > TC_OSD_MAX_OP_BYTES || r.offset / bs != (r.offset + r.len - 1) / bs))
+      abort();
+    if (r.op == TC_OP_WRITE_IF && (r.offset % 4096 || r.len != 4096 || r.offset / bs != (r.offset + 4095) / bs ||
+                                   r.cond.present > 1 || r.data != payload + sizeof r.cond))
+      abort();
     if (r.data && (r.data < payload || r.data + r.len > payload + plen))
       abort();     /* data outside the payload */
     if ((r.op == TC_OP_SEC_WRITE || r.op == TC_OP_SEC_DELETE || r.op == TC_OP_SEC_WRITE_STABLE) && !r.version)
@@ -108,6 +114,15 @@ static const struct seed seeds[] = {
   { "write-empty", -EINVAL, 5, RW(TC_OP_WRITE, I1, 8192, 0, 0), 0, 0 },
   { "write-cross", -EINVAL, 0, RW(TC_OP_WRITE, I1, 0, 8192, 0), 8192, 0 },
   { "write-len-payload", -EINVAL, 5, RW(TC_OP_WRITE, I1, 8192, 8192, 0), 4096, 0 },
+  { "write-partial", 0, 5, RW(TC_OP_WRITE_PARTIAL, I1, 100, 7, 0), 7, 0 },
+  { "write-partial-object", 0, 5, RW(TC_OP_WRITE_PARTIAL, I1, 131072, 131072, 0), 131072, 0 },
+  { "write-partial-cross", -EINVAL, 5, RW(TC_OP_WRITE_PARTIAL, I1, 131070, 10, 0), 10, 0 },
+  { "write-partial-empty", -EINVAL, 5, RW(TC_OP_WRITE_PARTIAL, I1, 100, 0, 0), 0, 0 },
+  { "write-partial-wrap", -EINVAL, 5, RW(TC_OP_WRITE_PARTIAL, I1, UINT64_MAX - 3, 10, 0), 10, 0 },
+  { "write-partial-len-payload", -EINVAL, 5, RW(TC_OP_WRITE_PARTIAL, I1, 100, 20, 0), 10, 0 },
+  { "write-if", 0, 5, RW(TC_OP_WRITE_IF, I1, 8192, 4096, 0), 16 + 4096, 0x1234 },
+  { "write-if-short", -EINVAL, 5, RW(TC_OP_WRITE_IF, I1, 8192, 4096, 0), 4096, 0x1234 },
+  { "write-if-unaligned", -EINVAL, 5, RW(TC_OP_WRITE_IF, I1, 100, 4096, 0), 16 + 4096, 0x1234 },
   { "delete", 0, 5, RW(TC_OP_DELETE, I1, 0, 131072, 0), 0, 0 },
   { "sync", 0, 5, PLAIN(TC_OP_SYNC), 0, 0 },
   { "sync-payload", -EINVAL, 5, PLAIN(TC_OP_SYNC), 8, 0 },

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "crypto.h"
 #include "memstore.h"
 
 #define NBUCKETS 4096
@@ -22,7 +23,7 @@ struct queued {
 struct memstore {
   pthread_mutex_t lock;      /* the sectors and counters */
   struct sector *buckets[NBUCKETS];
-  unsigned long counts[TC_OBJ_SYNC + 1];
+  unsigned long counts[TC_OBJ_WRITE_IF + 1];
   pthread_mutex_t qlock;     /* the queue of submitted ops */
   pthread_cond_t qcond;
   struct queued *head, **tail;
@@ -40,9 +41,45 @@ find(struct memstore *m, uint64_t inode, uint64_t index)
   return p;
 }
 
+/* WRITE_PARTIAL and WRITE_IF, under the lock (as the OSD does in one turn). */
+static int
+apply_partial(struct memstore *m, struct tc_objop *op)
+{
+  uint64_t a0 = op->offset / TC_SECTOR, a1 = (op->offset + op->len + TC_SECTOR - 1) / TC_SECTOR;
+  if (op->len == 0 || (op->code == TC_OBJ_WRITE_IF && (op->offset % TC_SECTOR || op->len != TC_SECTOR)))
+    return -EINVAL;
+  pthread_mutex_lock(&m->lock);
+  m->counts[op->code]++;
+  if (op->code == TC_OBJ_WRITE_IF) {
+    struct sector *s = *find(m, op->inode, a0);
+    if ((s != NULL) != op->if_present || (s && tc_xxh3_64(s->data, TC_SECTOR) != op->if_hash)) {
+      pthread_mutex_unlock(&m->lock);
+      return -ESTALE;
+    }
+  }
+  for (uint64_t i = a0; i < a1; i++) {
+    struct sector **p = find(m, op->inode, i);
+    if (!*p) {
+      if (!(*p = calloc(1, sizeof **p))) {
+        pthread_mutex_unlock(&m->lock);
+        return -ENOMEM;
+      }
+      (*p)->inode = op->inode;
+      (*p)->index = i;
+    }
+    uint64_t s0 = i * TC_SECTOR, from = op->offset > s0 ? op->offset : s0;
+    uint64_t to = op->offset + op->len < s0 + TC_SECTOR ? op->offset + op->len : s0 + TC_SECTOR;
+    memcpy((*p)->data + (from - s0), (const uint8_t *) op->buf + (from - op->offset), to - from);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
+
 static int
 apply(struct memstore *m, struct tc_objop *op)
 {
+  if (op->code == TC_OBJ_WRITE_PARTIAL || op->code == TC_OBJ_WRITE_IF)
+    return apply_partial(m, op);
   if (op->len % TC_SECTOR || op->offset % TC_SECTOR)
     return -EINVAL;
   uint64_t first = op->offset / TC_SECTOR, n = op->len / TC_SECTOR;
@@ -81,6 +118,8 @@ apply(struct memstore *m, struct tc_objop *op)
       }
       break;
     case TC_OBJ_SYNC:
+    case TC_OBJ_WRITE_PARTIAL:
+    case TC_OBJ_WRITE_IF:
       break;
     }
   }

@@ -401,8 +401,14 @@ cmd_raw(int argc, char **argv)
         tc_evloop_run_once(loop, 100);
     printf("then PING status=%d\n", ping.done ? ping.status : -ENOTCONN);
   }
-  tc_msgr_close(c);
-  return op.status == -ECONNRESET || op.status == -EHOSTUNREACH ? 1 : 0;
+  /* A refused handshake has closed (and freed) it already. */
+  for (int i = 0; i < nconns; i++)
+    if (conns[i].c == c) {
+      tc_msgr_close(c);
+      break;
+    }
+  return op.status == -ECONNRESET || op.status == -EHOSTUNREACH || op.status == -ECONNREFUSED ||
+         op.status == -EACCES ? 1 : 0;
 }
 
 /* Split [offset, offset+len) into per-object pieces and run op on each. */

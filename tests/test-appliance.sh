@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # ./appliance up as a user runs it: a cluster in DIR serving the encrypted
 # image demo over NBD and FUSE; SIGTERM stops every process; a second up on
-# the same DIR serves the same data.
+# the same DIR serves the same data. Safe defaults (issue 12): NBD beyond
+# loopback is refused without TLS, NBD is served as the client user tenant
+# (never the administrator), and the second up serves it with --tls on
+# 0.0.0.0, where only tenant's NBD client certificate gets in.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 requires nbdinfo nbdcopy curl python3
 [ "$top_srcdir" = "$top_builddir" ] || skip out-of-tree "./appliance up needs an in-tree build"
@@ -13,7 +16,7 @@ UPS=0
 up () {
   UPS=$((UPS + 1))
   LOG=$TESTDIR/up$UPS.log
-  "$top_srcdir/appliance" up --dir "$DIR" --port "$PORT" >"$LOG" 2>&1 &
+  "$top_srcdir/appliance" up --dir "$DIR" --port "$PORT" "$@" >"$LOG" 2>&1 &
   UP_PID=$!
   cleanup_fn "stop_pid $UP_PID"
   WAIT_SECS=120 wait_for grep -q "tromcho is up" "$LOG" || { cat "$LOG"; fail "appliance up did not come up"; }
@@ -25,6 +28,11 @@ down () {
   ! pgrep -f "osd_data $DIR/" >/dev/null || fail "OSDs still running after SIGTERM"
   ! pgrep -f "tromcho-fuse $DIR/mnt" >/dev/null || fail "FUSE still running after SIGTERM"
 }
+
+out=$(timeout 60 "$top_srcdir/appliance" up --dir "$DIR" --port "$PORT" --listen 0.0.0.0 2>&1) &&
+  fail "up --listen 0.0.0.0 without TLS started"
+echo "$out" | grep -q "refusing to serve NBD on 0.0.0.0 without TLS" || fail "no refusal message: $out"
+[ -e "$DIR" ] && fail "the refused up left $DIR behind"
 
 up
 grep -q "nbd://127.0.0.1:$PORT/demo" "$LOG" || fail "the URI is not printed"
@@ -60,7 +68,10 @@ if [ -f "$DIR/mnt/demo" ]; then
   cmp <(head -c 8M "$DIR/mnt/demo") "$TESTDIR/data" || fail "FUSE shows other data"
 fi
 down
-up
-nbdcopy "nbd://127.0.0.1:$PORT/demo" - | head -c 8M | cmp - "$TESTDIR/data" || fail "data lost across a restart"
+up --listen 0.0.0.0 --tls
+TLS_URI="nbds://127.0.0.1:$PORT/demo?tls-certificates=$DIR/certs/nbd-client-tenant"
+grep -qF "$TLS_URI" "$LOG" || fail "the nbds:// URI is not printed: $(cat "$LOG")"
+nbdcopy "$TLS_URI" - | head -c 8M | cmp - "$TESTDIR/data" || fail "data lost across a restart (over TLS)"
+expect_fail "" nbdinfo --size "nbd://127.0.0.1:$PORT/demo"
 down
 echo "test-appliance: ok"

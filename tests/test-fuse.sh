@@ -5,7 +5,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/cluster-functions.sh"
-requires tromcho tromcho-osd tromcho-fuse fusermount3 curl python3 fallocate
+requires tromcho tromcho-osd tromcho-fuse fusermount3 curl python3 fallocate setpriv
 [ -c /dev/fuse ] || skip no-dev-fuse "no /dev/fuse"
 start_kv
 write_conf
@@ -23,6 +23,7 @@ fuse_pid=$!
 cleanup_fn "fusermount3 -u '$MNT' 2>/dev/null; stop_pid $fuse_pid"
 wait_for test -f "$MNT/enc" || { cat "$TESTDIR/fuse.log"; fail "mount did not show the images"; }
 [ "$(ls "$MNT" | tr '\n' ' ')" = "enc plain " ] || fail "listing: $(ls "$MNT")"
+! grep -q "Ignoring invalid" "$TESTDIR/fuse.log" || fail "libfuse warns at start: $(cat "$TESTDIR/fuse.log")"
 [ "$(stat -c %s "$MNT/enc")" = $((32 << 20)) ] || fail "size of enc"
 
 # Writes at odd offsets through the file, then read back through the CLI.
@@ -54,6 +55,17 @@ cmp <(tail -c 1M "$MNT/plain") <(head -c 1M /dev/zero) || fail "grown tail is no
 tromcho snap-create enc@s1 >/dev/null || fail "snap-create"
 wait_for test -f "$MNT/enc@s1" || fail "snapshot not shown"
 cmp "$MNT/enc@s1" "$TESTDIR/model" || fail "snapshot content"
-[ "$(stat -c %a "$MNT/enc@s1")" = 444 ] || fail "snapshot mode $(stat -c %a "$MNT/enc@s1")"
+[ "$(stat -c %a "$MNT/enc@s1")" = 400 ] || fail "snapshot mode $(stat -c %a "$MNT/enc@s1")"
 expect_fail "" dd if=/dev/zero of="$MNT/enc@s1" bs=4096 count=1 conv=notrunc
+
+# Safe defaults (issue 12): the kernel checks modes (default_permissions),
+# the modes are the mounting user's rights and nobody else's, and other
+# local users are not let in (no allow_other unless asked for).
+[ "$(stat -c %a "$MNT/enc")" = 600 ] || fail "writable image mode $(stat -c %a "$MNT/enc")"
+[ "$(stat -c %a "$MNT")" = 700 ] || fail "mount point mode $(stat -c %a "$MNT")"
+opts=$(awk -v m="$MNT" '$2 == m {print $4}' /proc/mounts)
+echo "$opts" | grep -q default_permissions || fail "mounted without default_permissions: $opts"
+echo "$opts" | grep -q allow_other && fail "mounted with allow_other unasked: $opts"
+chmod 755 "$TESTDIR"
+expect_fail "" setpriv --reuid=65534 --regid=65534 --clear-groups head -c 4096 "$MNT/plain"
 echo "test-fuse: ok"

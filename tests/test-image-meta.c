@@ -44,7 +44,7 @@ main(void)
   CHECK(parse(&m, "{\"name\":\"x\",\"size\":4096,\"enc_key\":\"abc\"}") < 0 && strstr(tc_last_error(), "enc_key"), "short key");
   CHECK(parse(&m, "[1,2]") < 0 && strstr(tc_last_error(), "/config/inode/1/7"), "not an object names the key");
   CHECK(parse(&m, "{\"name\":\"x\",\"size\":4096,\"readonly\":1}") < 0 && strstr(tc_last_error(), "readonly"), "readonly type");
-  CHECK(tc_image_key_resolve(NULL, "x", "vault:tromcho/x", key) < 0 && errno == ENOTSUP, "vault not yet");
+  CHECK(tc_image_key_resolve(NULL, "x", "vault:tromcho/x", key) < 0 && errno == ENOTSUP, "vault: resolved by the client (tc_client_key_resolve), not here");
   char eq[129];
   memset(eq, 'a', 128);
   eq[128] = 0;

@@ -126,6 +126,67 @@ writer_thread(void *arg)
   return NULL;
 }
 
+/* 8 writers (writer i through imgs[i]) of overlapping unaligned ranges
+ * inside three sectors, `rounds` rounds. Before each round the sectors are
+ * reset to 0xEE; after it, every byte some writer covered must hold the
+ * value of a writer that covers it (a lost read-modify-write update leaves
+ * 0xEE or a foreign value), and bytes nobody covered stay 0xEE. Returns the
+ * number of rounds that lost an update. */
+static int
+concurrent_writers(struct tc_image **imgs, int rounds)
+{
+  uint8_t *around = malloc(3 * 4096);
+  memset(around, 0xEE, 3 * 4096);
+  pthread_barrier_t bar;
+  pthread_barrier_init(&bar, NULL, 9);
+  struct writer ws[8];
+  pthread_t th[8];
+  const uint64_t wbase = 100 * 4096;
+  for (int i = 0; i < 8; i++) {
+    ws[i] = (struct writer) { imgs[i], i, wbase + 500 + i * 1301, 1500 + i * 150, rounds, &bar };
+    pthread_create(&th[i], NULL, writer_thread, &ws[i]);
+  }
+  int torn = 0;
+  uint8_t *got = malloc(3 * 4096);
+  for (int r = 0; r < rounds; r++) {
+    torn += tc_image_write(imgs[0], around, 3 * 4096, wbase) < 0;
+    pthread_barrier_wait(&bar);
+    pthread_barrier_wait(&bar);
+    if (tc_image_read(imgs[0], got, 3 * 4096, wbase) < 0)
+      torn++;
+    else
+      for (uint64_t i = 0; i < 3 * 4096; i++) {
+        bool covered = false, ok = false;
+        for (int w = 0; w < 8; w++)
+          if (wbase + i >= ws[w].off && wbase + i < ws[w].off + ws[w].len) {
+            covered = true;
+            ok |= got[i] == 0x10 + w;
+          }
+        if (covered ? !ok : got[i] != 0xEE) {
+          torn++;
+          break;
+        }
+      }
+    pthread_barrier_wait(&bar);
+  }
+  for (int i = 0; i < 8; i++)
+    pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&bar);
+  free(around);
+  free(got);
+  return torn;
+}
+
+/* The memstore seen through another context, as a second process sees the
+ * cluster: the image layer shares no sector lock with the first. */
+struct other_ctx { struct memstore *ms; };
+static int
+other_submit(void *ctx, struct tc_objop *op)
+{
+  struct tc_objstore os = memstore_objstore(((struct other_ctx *) ctx)->ms);
+  return os.submit(os.ctx, op);
+}
+
 int
 main(void)
 {
@@ -237,56 +298,43 @@ main(void)
   tc_image_free(ro);
 
   /* 4. 8 concurrent writers of overlapping unaligned ranges inside three
-   * sectors, 30 rounds. Before each round the sectors are reset to 0xEE;
-   * after it, every byte some writer covered must hold the value of a writer
-   * that covers it (a lost read-modify-write update leaves 0xEE or a foreign
-   * value), and bytes nobody covered stay 0xEE. */
+   * sectors through one handle, then through a handle each (as nbdkit opens
+   * one per connection: the sector locks are shared per image), then through
+   * handles over two object-store contexts (as two processes: the store must
+   * serialise partial sectors itself). */
+  memstore_set_delay(ms, 200);
   struct tc_layer_desc cl = layer(20, 3);
   struct tc_image *cimg = tc_image_new(&os, BS, size, &cl, 1, false);
-  memstore_set_delay(ms, 200);
-  uint8_t *around = malloc(3 * 4096);
-  memset(around, 0xEE, 3 * 4096);
-  pthread_barrier_t bar;
-  pthread_barrier_init(&bar, NULL, 9);
-  struct writer ws[8];
-  pthread_t th[8];
-  const uint64_t wbase = 100 * 4096;
-  const int rounds = 30;
+  struct tc_image *one[8], *each[8];
   for (int i = 0; i < 8; i++) {
-    ws[i] = (struct writer) { cimg, i, wbase + 500 + i * 1301, 1500 + i * 150, rounds, &bar };
-    pthread_create(&th[i], NULL, writer_thread, &ws[i]);
+    one[i] = cimg;
+    each[i] = tc_image_new(&os, BS, size, &cl, 1, false);
   }
-  int torn = 0, reset_failed = 0;
-  uint8_t *got = malloc(3 * 4096);
-  for (int r = 0; r < rounds; r++) {
-    reset_failed += tc_image_write(cimg, around, 3 * 4096, wbase) < 0;
-    pthread_barrier_wait(&bar);
-    pthread_barrier_wait(&bar);
-    if (tc_image_read(cimg, got, 3 * 4096, wbase) < 0)
-      torn++;
-    else
-      for (uint64_t i = 0; i < 3 * 4096; i++) {
-        bool covered = false, ok = false;
-        for (int w = 0; w < 8; w++)
-          if (wbase + i >= ws[w].off && wbase + i < ws[w].off + ws[w].len) {
-            covered = true;
-            ok |= got[i] == 0x10 + w;
-          }
-        if (covered ? !ok : got[i] != 0xEE) {
-          torn++;
-          break;
-        }
-      }
-    pthread_barrier_wait(&bar);
-  }
+  CHECK(concurrent_writers(one, 30) == 0, "8 concurrent writers on one handle: no update lost");
+  CHECK(concurrent_writers(each, 30) == 0, "8 concurrent writers on a handle each: no update lost");
   for (int i = 0; i < 8; i++)
-    pthread_join(th[i], NULL);
-  CHECK(reset_failed == 0, "reset writes");
-  CHECK(torn == 0, "8 concurrent writers: %d of %d rounds lost an update", torn, rounds);
-  pthread_barrier_destroy(&bar);
+    tc_image_free(each[i]);
+  /* Handles over a second context of the same store: no shared lock. */
+  struct other_ctx oc = { ms };
+  struct tc_objstore os2 = { other_submit, &oc };
+  struct tc_layer_desc pl = layer(21, 0), layered[2] = { layer(23, 5), layer(22, 0) };
+  struct { const char *what; struct tc_layer_desc *d; int n; } kinds[] = {
+    { "encrypted", &cl, 1 }, { "plain", &pl, 1 }, { "layered", layered, 2 },
+  };
+  for (int k = 0; k < 3; k++) {
+    unsigned long before = memstore_ops(ms, TC_OBJ_WRITE_PARTIAL) + memstore_ops(ms, TC_OBJ_WRITE_IF);
+    for (int i = 0; i < 8; i++)
+      each[i] = tc_image_new(i % 2 ? &os2 : &os, BS, size, kinds[k].d, kinds[k].n, false);
+    CHECK(concurrent_writers(each, 20) == 0, "%s: 8 concurrent writers as two processes: no update lost",
+          kinds[k].what);
+    unsigned long after = memstore_ops(ms, TC_OBJ_WRITE_PARTIAL) + memstore_ops(ms, TC_OBJ_WRITE_IF);
+    CHECK(after > before, "%s: partial sectors went through the store's serialisation point", kinds[k].what);
+    for (int i = 0; i < 8; i++)
+      tc_image_free(each[i]);
+  }
+  CHECK(memstore_ops(ms, TC_OBJ_WRITE_PARTIAL) > 0 && memstore_ops(ms, TC_OBJ_WRITE_IF) > 0,
+        "both WRITE_PARTIAL (plain) and WRITE_IF (encrypted, layered) were used");
   tc_image_free(cimg);
-  free(around);
-  free(got);
 
   memstore_free(ms);
   free(model);

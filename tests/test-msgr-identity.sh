@@ -132,6 +132,29 @@ client_refused 'server certificate CN=old-osd.*expired' '' --osd_ca "$P/osd_ca.c
 start_server
 client_refused 'server has none|no certificate' '' --osd_ca "$P/osd_ca.crt"
 
+# --- certificate purposes (extended key usage, issue 12) ---
+# An NBD server certificate of the old layout: signed by client_ca, but
+# serverAuth only, CN=localhost. Presented by a client it is refused.
+ct_issue "$F/nbdsrv.key" "$F/nbdsrv.crt" $'cn = "localhost"\ntls_www_server\nsigning_key\nexpiration_days = 30' "$P/client_ca.crt" "$P/client_ca.key"
+certtool --verify --load-ca-certificate "$P/client_ca.crt" --infile "$F/nbdsrv.crt" >/dev/null 2>&1 ||
+  fail "certtool does not see nbdsrv.crt as signed by client_ca"
+start_server $OSD --roles osd,mon,user
+client_refused 'refused the handshake.*CN=localhost.*lacks clientAuth' 'CN=localhost.*lacks clientAuth' \
+  --osd_ca "$P/osd_ca.crt" --cert "$F/nbdsrv.crt" --pkey "$F/nbdsrv.key"
+# An OSD certificate made for clients only (clientAuth): it may not serve.
+ct_issue "$F/cliosd.key" "$F/cliosd.crt" $'cn = "client-only osd"\ntls_www_client\nsigning_key\nexpiration_days = 30' "$P/osd_ca.crt" "$P/osd_ca.key"
+start_server --osd_cert "$F/cliosd.crt" --osd_pkey "$F/cliosd.key" --client_ca "$P/client_ca.crt"
+client_refused 'server certificate CN=client-only osd.*lacks serverAuth' '' \
+  --osd_ca "$P/osd_ca.crt" --cert "$P/alice.crt" --pkey "$P/alice.key"
+# Two CA options naming one CA: every user would be an OSD. Refused at start.
+out=$("$ECHO" server --port 0 --osd_cert "$P/osd_ca.crt" --osd_pkey "$P/osd_ca.key" --osd_ca "$P/client_ca.crt" \
+  --client_ca "$P/client_ca.crt" 2>&1) && fail "a server started with osd_ca = client_ca"
+grep -q 'osd_ca .* and client_ca .* name the same CA' <<<"$out" || fail "no message for osd_ca = client_ca: $out"
+cp "$P/mon_ca.crt" "$TESTDIR/mon-copy.crt"
+out=$("$ECHO" server --port 0 --osd_cert "$P/osd_ca.crt" --osd_pkey "$P/osd_ca.key" --osd_ca "$P/osd_ca.crt" \
+  --mon_ca "$TESTDIR/mon-copy.crt" --client_ca "$P/mon_ca.crt" 2>&1) && fail "a server started with mon_ca = client_ca (a copy)"
+grep -q 'mon_ca .* and client_ca .* name the same CA' <<<"$out" || fail "no message for mon_ca = client_ca: $out"
+
 # --- a peer that is not a tromcho client at all ---
 start_server $OSD
 python3 - "$PORT" <<'PY'

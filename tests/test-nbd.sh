@@ -110,7 +110,7 @@ tromcho make-certs --dir "$TESTDIR/pki" >/dev/null && tromcho make-certs nbd --d
   fail "make-certs nbd"
 tromcho make-certs --dir "$TESTDIR/pki2" >/dev/null && tromcho make-certs nbd --dir "$TESTDIR/pki2" >/dev/null ||
   fail "make-certs nbd (foreign)"
-start_nbdkit tls --tls=require --tls-certificates="$TESTDIR/pki/nbd-server" --tls-verify-peer -- config="$CONF" image=plain
+start_nbdkit tls --tls=require --tls-certificates="$TESTDIR/pki/nbd-server-admin" --tls-verify-peer -- config="$CONF" image=plain
 TLS_URI="nbds+unix:///plain?socket=$TESTDIR/tls.sock&tls-certificates=$TESTDIR/pki/nbd-client-admin"
 nbdcopy "$TLS_URI" "$TESTDIR/tls-copy" || fail "nbdcopy over nbds://"
 nbdcopy "$PLAIN" "$TESTDIR/plain-copy" || fail "nbdcopy plain"
@@ -120,6 +120,31 @@ nbdcopy "$TESTDIR/tls-in" "$TLS_URI" || fail "nbdcopy into nbds://"
 nbdsh -u "$PLAIN" -c "assert h.pread(1 << 20, 0) == open('$TESTDIR/tls-in', 'rb').read()" || fail "TLS write not seen"
 expect_fail "TLS" nbdinfo "$URI"
 expect_fail "" nbdinfo "nbds+unix:///plain?socket=$TESTDIR/tls.sock&tls-certificates=$TESTDIR/pki2/nbd-client-admin"
+
+# Tenants of one cluster (issue 12): alice and bob each get their own NBD
+# CA; bob's NBD client certificate does not open alice's nbdkit (nbdinfo,
+# nbdcopy both ways), alice's does; and no NBD certificate chains to
+# client_ca, so none is a cluster identity.
+for u in alice bob; do
+  tromcho make-certs user $u --dir "$TESTDIR/pki" >/dev/null && tromcho make-certs nbd --user $u --dir "$TESTDIR/pki" >/dev/null ||
+    fail "make-certs nbd --user $u"
+done
+for f in nbd-server-alice/server nbd-client-alice/client nbd-client-bob/client nbd-server-admin/server; do
+  certtool --verify --load-ca-certificate "$TESTDIR/pki/client_ca.crt" --infile "$TESTDIR/pki/$f-cert.pem" >/dev/null 2>&1 &&
+    fail "$f-cert.pem chains to client_ca: an NBD certificate would be a cluster identity"
+done
+cmp -s "$TESTDIR/pki/nbd-client-alice/ca-cert.pem" "$TESTDIR/pki/nbd-client-bob/ca-cert.pem" &&
+  fail "alice and bob share an NBD CA"
+start_nbdkit alice --tls=require --tls-certificates="$TESTDIR/pki/nbd-server-alice" --tls-verify-peer -- config="$CONF" image=plain
+ALICE="nbds+unix:///plain?socket=$TESTDIR/alice.sock&tls-certificates=$TESTDIR/pki/nbd-client-alice"
+BOB="nbds+unix:///plain?socket=$TESTDIR/alice.sock&tls-certificates=$TESTDIR/pki/nbd-client-bob"
+nbdinfo --size "$ALICE" >/dev/null || fail "alice cannot use her own nbdkit"
+expect_fail "" nbdinfo --size "$BOB"
+expect_fail "" nbdinfo --list "$BOB"
+expect_fail "" nbdcopy "$BOB" "$TESTDIR/bob-copy"
+expect_fail "" nbdcopy "$TESTDIR/tls-in" "$BOB"
+# The admin tenant's client does not open alice's either.
+expect_fail "" nbdinfo --size "nbds+unix:///plain?socket=$TESTDIR/alice.sock&tls-certificates=$TESTDIR/pki/nbd-client-admin"
 
 # An export that does not exist.
 expect_fail "" nbdinfo "$(uri srv nosuch)"

@@ -3,11 +3,13 @@
 # certificates from `tromcho make-certs`: every operation of the table tried
 # by a caller who may not do it gets EPERM (logged by the OSD, and the
 # connection goes on); what the table allows is not refused; replication
-# between the OSDs (their own certificates) works.
+# between the OSDs (their own certificates) works. A peer without a
+# certificate is refused at the handshake (issue 12: it may not hold a byte
+# of the OSD's memory).
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/osd-functions.sh"
-requires tromcho tromcho-osd curl python3 "$OSD_CLIENT"
+requires tromcho tromcho-osd curl python3 certtool "$OSD_CLIENT"
 
 C=$TESTDIR/certs
 tromcho make-certs --dir "$C" >/dev/null || fail "make-certs"
@@ -72,10 +74,21 @@ allowed alice READ --inode $R --offset 0 --len 4096
 allowed alice READ --inode $A --offset 0 --len 4096
 allowed alice SCRUB --inode $A --offset 0
 refused alice READ --inode $(( (1 << 48) | 9 )) --offset 0 --len 4096   # no image record
+# The aliasing attack: a record at /config/inode/1/(2^48 + 1) names inode
+# 1/1 when read leniently; the OSDs take inode keys only in canonical form,
+# so bob's record there gives him nothing of alice's image (logged).
+kv_put /config/inode/1/281474976710657 '{"name": "alias", "size": 1048576, "owner": "bob"}'
+kv_put /config/inode/01/1 '{"name": "alias2", "size": 1048576, "owner": "bob"}'
+WAIT_SECS=10 wait_for grep -q "ignoring /tromcho/config/inode/01/1" "$TESTDIR/osd1.log" ||
+  fail "osd 1 did not ignore the non-canonical inode keys"
+grep -q "ignoring /tromcho/config/inode/1/281474976710657" "$TESTDIR/osd1.log" || fail "osd 1 did not log the alias"
+refused bob READ --inode $A --offset 0 --len 4096
+refused bob WRITE --inode $A --offset 0 --len 4096
+allowed alice READ --inode $A --offset 0 --len 4096
 refused alice DESCRIBE
 refused bob DESCRIBE
 allowed admin DESCRIBE
-for who in bob alice admin anon osd; do
+for who in bob alice admin osd; do
   allowed $who SYNC
   allowed $who PING
   allowed $who SHOW_CONFIG
@@ -89,7 +102,7 @@ refused alice SEC_LIST --inode 0 --inode-last $(( (2 << 48) - 1 ))
 allowed alice SEC_LIST --inode $R --inode-last $R
 refused bob SEC_LIST --inode $A --inode-last $A
 # Cluster operations: only OSDs.
-for who in alice admin anon; do
+for who in alice admin; do
   refused $who SEC_READ --inode $A --offset 0 --len 4096
   refused $who SEC_READ_BMP --inode $A --offset 0 --len 4096
   refused $who SEC_WRITE --inode $A --offset 0 --len 4096 --version 99
@@ -109,9 +122,24 @@ grep -q "SEC_WRITE from .* refused: pg 1/0 is locked by another primary" "$TESTD
 allowed osd SEC_READ --inode $A --offset 0 --len 4096
 # An OSD is no client: it may not READ through the client operations.
 refused osd READ --inode $A --offset 0 --len 4096
-# Anonymous callers may do nothing tied to an image.
-refused anon READ --inode $A --offset 0 --len 4096
-refused anon WRITE --inode $A --offset 0 --len 4096
+# A certificate made to serve (serverAuth only, CN=localhost: an NBD server
+# certificate of the old make-certs, signed by client_ca) is no user.
+printf '%s\n' 'cn = "localhost"' tls_www_server signing_key 'expiration_days = 30' >"$TESTDIR/nbdsrv.tmpl"
+certtool --generate-privkey --key-type ecdsa --outfile "$TESTDIR/nbdsrv.key" 2>/dev/null &&
+  certtool --generate-certificate --load-privkey "$TESTDIR/nbdsrv.key" --load-ca-certificate "$C/client_ca.crt" \
+    --load-ca-privkey "$C/client_ca.key" --template "$TESTDIR/nbdsrv.tmpl" --outfile "$TESTDIR/nbdsrv.crt" 2>/dev/null ||
+  fail "certtool: NBD server certificate"
+out=$(osd_client --osd_ca "$C/osd_ca.crt" --cert "$TESTDIR/nbdsrv.crt" --pkey "$TESTDIR/nbdsrv.key" raw PING --port $P 2>&1) &&
+  fail "the OSD accepted a serverAuth-only certificate as a client: $out"
+grep -q "CN=localhost.*lacks clientAuth" "$TESTDIR/osd1.log" ||
+  fail "no log line for the certificate's purpose: $(grep -i localhost "$TESTDIR/osd1.log" | tail -n 2)"
+# Anonymous callers may do nothing at all: refused at the handshake.
+for op in PING SYNC SHOW_CONFIG READ; do
+  out=$(as anon raw $op --inode $A --offset 0 --len 4096 --port $P 2>&1) && fail "anon $op: not refused: $out"
+  echo "$out" | grep -q refused || fail "anon $op: not refused at the handshake: $out (osd: $(grep -i refused "$TESTDIR/osd1.log" | tail -n 2))"
+done
+grep -q "handshake refused: .*presents no certificate" "$TESTDIR/osd1.log" ||
+  fail "no log line for the refused anonymous peer: $(grep -i refused "$TESTDIR/osd1.log" | head -3)"
 
 grep -q "EPERM: READ from user bob (127.0.0.1:[0-9]*) on inode 0x1000000000001" "$TESTDIR/osd1.log" ||
   fail "no EPERM log line naming the peer and the object: $(grep EPERM "$TESTDIR/osd1.log" | head -3)"

@@ -82,6 +82,15 @@ main(void)
   CHECK(!tc_perm_osd_op(&dave, TC_OP_SCRUB, &alice_img), "reader SCRUB refused");
   CHECK(tc_perm_osd_op(&carol, TC_OP_WRITE, &alice_img) && tc_perm_osd_op(&carol, TC_OP_DELETE, &alice_img) &&
         tc_perm_osd_op(&carol, TC_OP_SCRUB, &alice_img), "owner group WRITE/DELETE/SCRUB");
+  /* The partial-sector writes are writes (issue 18). */
+  CHECK(!tc_perm_osd_op(&dave, TC_OP_WRITE_PARTIAL, &alice_img) && !tc_perm_osd_op(&dave, TC_OP_WRITE_IF, &alice_img),
+        "reader WRITE_PARTIAL/WRITE_IF refused");
+  CHECK(tc_perm_osd_op(&carol, TC_OP_WRITE_PARTIAL, &alice_img) && tc_perm_osd_op(&carol, TC_OP_WRITE_IF, &alice_img),
+        "owner group WRITE_PARTIAL/WRITE_IF");
+  CHECK(!tc_perm_osd_op(&osd, TC_OP_WRITE_PARTIAL, &alice_img) && !tc_perm_osd_op(&eve, TC_OP_WRITE_IF, &alice_img),
+        "osd/stranger WRITE_PARTIAL/WRITE_IF refused");
+  CHECK(!strcmp(tc_osd_op_name(TC_OP_WRITE_PARTIAL), "WRITE_PARTIAL") && !strcmp(tc_osd_op_name(TC_OP_WRITE_IF), "WRITE_IF"),
+        "names of the partial writes");
   CHECK(!tc_perm_osd_op(&eve, TC_OP_READ, &alice_img), "stranger READ refused");
   CHECK(!tc_perm_osd_op(&alice, TC_OP_READ, NULL), "READ of an inode without image refused");
   CHECK(tc_perm_osd_op(&eve, TC_OP_SYNC, NULL) && tc_perm_osd_op(&eve, TC_OP_PING, NULL) &&

@@ -43,13 +43,17 @@ struct sreq {
   int last_err;                /* why it was last retried */
   void *rbuf;                  /* READ: where the data goes; BITMAP: scratch (owned) */
   struct iovec iov;            /* WRITE: the data */
+  struct iovec iov_if[2];      /* WRITE_IF: the condition, then the data */
+  struct tc_osd_write_if cond;
   struct sreq *wnext;          /* the wait list */
 };
 
-/* One acknowledged WRITE (data) or DELETE (data NULL) awaiting a SYNC. */
+/* One acknowledged WRITE (data) or DELETE (data NULL) awaiting a SYNC.
+ * A partial one (WRITE_PARTIAL: any bytes) is replayed as such. */
 struct unsynced {
   uint64_t seq, inode, offset;
   uint32_t len;
+  bool partial;
   uint8_t *data;
   struct unsynced *next, *prev;
 };
@@ -444,6 +448,7 @@ log_piece(struct tc_cluster *cl, const struct unsynced *from, uint64_t off, uint
   if (!p)
     return NULL;
   p->seq = from->seq;
+  p->partial = from->partial;
   p->inode = from->inode;
   p->offset = off;
   p->len = (uint32_t) (end - off);
@@ -458,17 +463,52 @@ log_piece(struct tc_cluster *cl, const struct unsynced *from, uint64_t off, uint
   return p;
 }
 
-/* Record an acknowledged write; older entries it covers are dropped (or cut
- * to what it does not cover), so a replay never brings back old data. */
+/* A partial write was acknowledged over the bytes of an older whole-sector
+ * entry u: put its bytes into u's data and make u as young as the write
+ * (so u is kept until a SYNC covers it). u and the partial entry then
+ * overlap with the same bytes, which replay in either order. */
 static void
-log_add(struct tc_cluster *cl, uint64_t inode, uint64_t off, uint32_t len, const void *data)
+log_patch(struct tc_cluster *cl, struct unsynced *u, uint64_t off, uint64_t end, const uint8_t *data)
+{
+  uint64_t ue = u->offset + u->len, from = off > u->offset ? off : u->offset, to = end < ue ? end : ue;
+  memcpy(u->data + (from - u->offset), data + (from - off), to - from);
+  u->seq = cl->log_seq + 1;   /* the partial entry's */
+  if (u == cl->log_tail)
+    return;
+  if (u->prev)
+    u->prev->next = u->next;
+  else
+    cl->log_head = u->next;
+  u->next->prev = u->prev;
+  u->prev = cl->log_tail;
+  u->next = NULL;
+  cl->log_tail->next = u;
+  cl->log_tail = u;
+}
+
+/* Record an acknowledged write; older entries it covers are dropped (or cut
+ * to what it does not cover), so a replay never brings back old data.
+ * Whole-sector entries stay whole sectors: a partial write patches them. */
+static void
+log_add(struct tc_cluster *cl, uint64_t inode, uint64_t off, uint32_t len, const void *data, bool partial)
 {
   uint64_t end = off + len;
+  struct unsynced *stop = cl->log_tail;   /* entries moved to the tail are not seen twice */
   for (struct unsynced *u = cl->log_head, *next; u; u = next) {
-    next = u->next;
+    next = u == stop ? NULL : u->next;
     uint64_t ue = u->offset + u->len;
     if (u->inode != inode || ue <= off || end <= u->offset)
       continue;
+    if (partial && !u->partial) {
+      /* A DELETE becomes a write of zeros (what its sectors read as), so
+       * that it can carry the partial write's bytes. */
+      if (!u->data && !(u->data = calloc(1, u->len))) {
+        tc_err("cluster: out of memory keeping an unsynced write for replay");
+        continue;
+      }
+      log_patch(cl, u, off, end, data);
+      continue;
+    }
     struct unsynced *head = u->offset < off ? log_piece(cl, u, u->offset, off) : NULL;
     struct unsynced *tail = ue > end ? log_piece(cl, u, end, ue) : NULL;
     /* Put the pieces where u was (same age), then drop u. */
@@ -496,6 +536,7 @@ log_add(struct tc_cluster *cl, uint64_t inode, uint64_t off, uint32_t len, const
   if (data)
     memcpy(n->data, data, len);
   n->seq = ++cl->log_seq;
+  n->partial = partial;
   n->inode = inode;
   n->offset = off;
   n->len = len;
@@ -571,7 +612,8 @@ replay_then_sync(struct cop *sync)
     }
     if (buf)
       memcpy(buf, u->data, u->len);
-    *op = (struct tc_objop) { .code = buf ? TC_OBJ_WRITE : TC_OBJ_DELETE, .inode = u->inode, .offset = u->offset,
+    *op = (struct tc_objop) { .code = u->partial ? TC_OBJ_WRITE_PARTIAL : buf ? TC_OBJ_WRITE : TC_OBJ_DELETE,
+                              .inode = u->inode, .offset = u->offset,
                               .len = u->len, .buf = buf, .done = replay_done, .opaque = sync };
     c->cl = cl;
     c->op = op;
@@ -714,7 +756,9 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
    * died, the PG is not complete yet) answers -EIO: the PG may serve it
    * again soon, so writes and syncs retry until the deadline. */
   if (status == -EIO && sr->kind != SR_LIST && (sr->kind == SR_SYNC || cop->op->code == TC_OBJ_WRITE ||
-                                                cop->op->code == TC_OBJ_DELETE) && !cl->stopping) {
+                                                cop->op->code == TC_OBJ_DELETE ||
+                                                cop->op->code == TC_OBJ_WRITE_PARTIAL ||
+                                                cop->op->code == TC_OBJ_WRITE_IF) && !cl->stopping) {
     if (own_payload)
       free(payload);
     STAT_INC(cl, retries);
@@ -751,7 +795,8 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
     else {
       dirty_add(cl, sr->osd);
       log_add(cl, op->inode, sr->off, sr->len,
-              op->code == TC_OBJ_WRITE ? (const uint8_t *) op->buf + (sr->off - op->offset) : NULL);
+              op->code != TC_OBJ_DELETE ? (const uint8_t *) op->buf + (sr->off - op->offset) : NULL,
+              op->code == TC_OBJ_WRITE_PARTIAL);
       if (cl->log_bytes > cl->max_dirty)
         auto_sync(cl);
     }
@@ -782,6 +827,27 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
   part_finish(sr, r);
 }
 
+/* The request of a WRITE_PARTIAL (the bytes) or a WRITE_IF (its condition,
+ * then the sector): osd_proto.h. */
+static void
+sreq_fill_partial(struct sreq *sr, struct tc_frame_hdr *h)
+{
+  struct tc_objop *op = sr->cop->op;
+  sr->iov.iov_base = op->buf;
+  sr->iov.iov_len = op->len;
+  sr->req.iov = &sr->iov;
+  sr->req.iovcnt = 1;
+  *h = tc_osd_rw_hdr(op->code == TC_OBJ_WRITE_IF ? TC_OP_WRITE_IF : TC_OP_WRITE_PARTIAL, op->inode, op->offset,
+                     op->len, 0);
+  if (op->code == TC_OBJ_WRITE_IF) {
+    sr->cond = (struct tc_osd_write_if) { .hash = op->if_hash, .present = op->if_present };
+    sr->iov_if[0] = (struct iovec) { &sr->cond, sizeof sr->cond };
+    sr->iov_if[1] = sr->iov;
+    sr->req.iov = sr->iov_if;
+    sr->req.iovcnt = 2;
+  }
+}
+
 /* Send sr to where it belongs now, or park it. Loop thread. */
 static void
 sreq_dispatch(struct sreq *sr)
@@ -797,7 +863,9 @@ sreq_dispatch(struct sreq *sr)
     if (!cop->error)
       tc_warn("cluster: giving up on %s of inode 0x%" PRIx64 ": the cluster could not serve it in time (%s)",
               sr->kind == SR_LIST ? "a listing" : sr->kind == SR_SYNC ? "a sync" : tc_osd_op_name(
-                cop->op->code == TC_OBJ_WRITE ? TC_OP_WRITE : cop->op->code == TC_OBJ_DELETE ? TC_OP_DELETE : TC_OP_READ),
+                cop->op->code == TC_OBJ_WRITE ? TC_OP_WRITE : cop->op->code == TC_OBJ_DELETE ? TC_OP_DELETE :
+                cop->op->code == TC_OBJ_WRITE_PARTIAL ? TC_OP_WRITE_PARTIAL :
+                cop->op->code == TC_OBJ_WRITE_IF ? TC_OP_WRITE_IF : TC_OP_READ),
               cop->op ? cop->op->inode : cop->first, strerror(-e));
     part_finish(sr, e == -EAGAIN || e == -ECONNRESET || e == -ECONNREFUSED ? -ETIMEDOUT : e);
     return;
@@ -863,6 +931,10 @@ sreq_dispatch(struct sreq *sr)
       break;
     case TC_OBJ_DELETE:
       *h = tc_osd_rw_hdr(TC_OP_DELETE, op->inode, sr->off, sr->len, 0);
+      break;
+    case TC_OBJ_WRITE_PARTIAL:
+    case TC_OBJ_WRITE_IF:
+      sreq_fill_partial(sr, h);
       break;
     case TC_OBJ_SYNC:
       break;
@@ -949,7 +1021,11 @@ static int
 cluster_submit(void *ctx, struct tc_objop *op)
 {
   struct tc_cluster *cl = ctx;
-  if (op->code != TC_OBJ_SYNC && (op->offset % TC_SECTOR || op->len % TC_SECTOR || op->len == 0))
+  if (op->code != TC_OBJ_SYNC && op->code != TC_OBJ_WRITE_PARTIAL &&
+      (op->offset % TC_SECTOR || op->len % TC_SECTOR || op->len == 0))
+    return -EINVAL;
+  if ((op->code == TC_OBJ_WRITE_PARTIAL && (op->len == 0 || op->len > TC_OSD_MAX_OP_BYTES)) ||
+      (op->code == TC_OBJ_WRITE_IF && op->len != TC_SECTOR))
     return -EINVAL;
   struct cop *cop = calloc(1, sizeof *cop);
   if (!cop)

@@ -102,6 +102,14 @@ tc_image_meta_parse(struct tc_image_meta *m, uint64_t pool, uint64_t id, const c
   if (r == 0) r = get_str(o, "owner_group", &m->owner_group, what);
   if (r == 0) r = get_str(o, "reader_group", &m->reader_group, what);
   json_object *f;
+  if (r == 0 && json_object_object_get_ex(o, "integrity", &f)) {
+    if (!json_object_is_type(f, json_type_boolean))
+      r = tc_error(EINVAL, "%s: field integrity must be a boolean", what);
+    else
+      m->integrity = json_object_get_boolean(f);
+  }
+  if (r == 0 && m->integrity && !m->enc_key)
+    r = tc_error(EINVAL, "%s: integrity needs an enc_key", what);
   if (r == 0 && json_object_object_get_ex(o, "readonly", &f)) {
     if (!json_object_is_type(f, json_type_boolean))
       r = tc_error(EINVAL, "%s: field readonly must be a boolean", what);
@@ -114,7 +122,8 @@ tc_image_meta_parse(struct tc_image_meta *m, uint64_t pool, uint64_t id, const c
     r = tc_error(EINVAL, "%s: size %llu is not a multiple of 4096", what, (unsigned long long) m->size);
   if (r == 0 && m->parent_id && !m->parent_pool)
     m->parent_pool = pool;   /* Vitastor: parent in the same pool unless said */
-  if (r == 0 && m->enc_key && !is_hex_key(m->enc_key) && strncmp(m->enc_key, "vault:", 6) != 0)
+  if (r == 0 && m->enc_key && !is_hex_key(m->enc_key) && strncmp(m->enc_key, "vault:", 6) != 0 &&
+      strcmp(m->enc_key, TC_KEY_SHREDDED) != 0)
     r = tc_error(EINVAL, "%s: enc_key is neither 128 hex digits nor vault:<ID>", what);
   json_object_put(o);
   if (r < 0) {
@@ -143,6 +152,8 @@ tc_image_meta_json(const struct tc_image_meta *m)
     json_object_object_add(o, "readonly", json_object_new_boolean(1));
   if (m->enc_key)
     json_object_object_add(o, "enc_key", json_object_new_string(m->enc_key));
+  if (m->integrity)
+    json_object_object_add(o, "integrity", json_object_new_boolean(1));
   if (m->owner)
     json_object_object_add(o, "owner", json_object_new_string(m->owner));
   if (m->owner_group)
@@ -193,12 +204,14 @@ int
 tc_image_key_resolve(const struct tc_config *cfg, const char *image, const char *enc_key,
                      uint8_t key[TC_XTS_KEY_SIZE])
 {
+  if (strcmp(enc_key, TC_KEY_SHREDDED) == 0)
+    return tc_error(EKEYREVOKED, "image %s: its key was shredded (rm --shred): its data cannot be read", image);
   if (strncmp(enc_key, "vault:", 6) == 0) {
-    /* Key source seam: Vault/OpenBao (vault_url, vault_ca, cert/pkey)
-     * arrives with its issue. */
+    /* Vault needs a client's login and token cache: the image layer's
+     * tc_client_key_resolve (vault.c) answers these. */
     (void) cfg;
-    return tc_error(ENOTSUP, "image %s: its key is kept in Vault (%s), and this build cannot reach Vault yet",
-                    image, enc_key);
+    return tc_error(ENOTSUP, "image %s: its key is kept in Vault (%s): resolve it through a client "
+                    "(tc_client_key_resolve)", image, enc_key);
   }
   if (!is_hex_key(enc_key) || unhex(enc_key, key, TC_XTS_KEY_SIZE) < 0)
     return tc_error(EINVAL, "image %s: enc_key must be 128 hex digits", image);

@@ -2,14 +2,15 @@
  *
  *   /index/image/<name>            {"id": ID, "pool_id": POOL}
  *   /config/inode/<pool>/<id>      {"name": .., "size": BYTES, "parent_pool": P, "parent_id": I,
- *                                   "readonly": bool, "enc_key": "<128 hex>" | "vault:<ID>",
- *                                   "owner": .., "owner_group": .., "reader_group": ..}
+ *                                   "readonly": bool, "enc_key": "<128 hex>" | "vault:<ID>" | "shredded",
+ *                                   "owner": .., "owner_group": .., "reader_group": ..,
+ *                                   "integrity": bool (tromcho's: authenticated sectors)}
  *   /index/maxid/<pool>            the largest id allocated in the pool
  *
  * The inode number used on the data path carries the pool in its top 16
  * bits: inode = pool << 48 | id. This file parses and writes those records
  * and resolves an image's key; it does no I/O itself except through the
- * key sources (Vault comes with its issue). */
+ * key sources (Vault keys: the image layer, vault.h). */
 #ifndef TROMCHO_IMAGE_META_H
 #define TROMCHO_IMAGE_META_H
 #include <stdbool.h>
@@ -23,13 +24,18 @@
 #define TC_INODE_POOL(inode) ((inode) >> TC_POOL_SHIFT)
 #define TC_INODE_ID(inode) ((inode) & ((1ULL << TC_POOL_SHIFT) - 1))
 
+/* enc_key of an image whose KV-held key `rm --shred` destroyed before its
+ * data: it opens no more (EKEYREVOKED). */
+#define TC_KEY_SHREDDED "shredded"
+
 struct tc_image_meta {
   char *name;
   uint64_t pool, id;           /* this layer's inode */
   uint64_t size;
   uint64_t parent_pool, parent_id;   /* 0, 0: no parent */
   bool readonly;
-  char *enc_key;               /* as stored: NULL, 128 hex digits or vault:<ID> */
+  bool integrity;              /* authenticated: per-sector tags (image_integrity.h) */
+  char *enc_key;               /* as stored: NULL, 128 hex digits, vault:<ID> or TC_KEY_SHREDDED */
   char *owner, *owner_group, *reader_group;
 };
 
@@ -44,8 +50,9 @@ void tc_image_meta_clear(struct tc_image_meta *m);
 int tc_image_index_parse(const char *json, size_t len, uint64_t *pool, uint64_t *id);
 
 /* Turn an enc_key into the 64-byte XTS key. "HEX" (128 hex digits) is the
- * key itself; "vault:ID" is fetched from Vault (vault_url, vault_ca, the
- * client's cert/pkey). Refuses malformed keys and keys with equal halves. */
+ * key itself; "vault:ID" fails with ENOTSUP here: it needs a Vault login,
+ * which tc_client_key_resolve (image layer, client.h) does. Refuses
+ * malformed keys and keys with equal halves. */
 int tc_image_key_resolve(const struct tc_config *cfg, const char *image, const char *enc_key,
                          uint8_t key[TC_XTS_KEY_SIZE]);
 /* A new random key as 128 hex digits (+NUL) for `create --enc_key auto`. */

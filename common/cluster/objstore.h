@@ -4,12 +4,14 @@
  * retrying); tests implement it in memory. The image layer never talks to
  * the network itself.
  *
- * Ranges are 4096-byte aligned and lie inside one object. A submitted
+ * Ranges are 4096-byte aligned and lie inside one object (WRITE_PARTIAL:
+ * any bytes inside one object; WRITE_IF: exactly one sector). A submitted
  * operation completes exactly once by calling op->done(op), from any thread,
  * with op->result = 0 or a negative errno. submit() itself never blocks for
  * I/O (it may wait for back-pressure). */
 #ifndef TROMCHO_OBJSTORE_H
 #define TROMCHO_OBJSTORE_H
+#include <stdbool.h>
 #include <stdint.h>
 
 #define TC_SECTOR 4096
@@ -20,6 +22,10 @@ enum tc_objop_code {
   TC_OBJ_WRITE,     /* write buf (len bytes) */
   TC_OBJ_DELETE,    /* make the range's sectors absent (trim) */
   TC_OBJ_SYNC,      /* make every completed write durable (inode/offset unused) */
+  /* Serialised by the store against every other write of the object: */
+  TC_OBJ_WRITE_PARTIAL,  /* write buf into the stored sectors (absent = zeros) */
+  TC_OBJ_WRITE_IF,       /* write one sector only if it is as if_present/if_hash
+                          * say, else fail with -ESTALE */
 };
 
 struct tc_objop {
@@ -29,6 +35,8 @@ struct tc_objop {
   uint32_t len;
   void *buf;
   uint8_t *bitmap;        /* 1 bit per sector of the range, LSB first; (len/4096+7)/8 bytes */
+  uint64_t if_hash;       /* WRITE_IF: XXH3-64 of the stored sector read */
+  bool if_present;        /* WRITE_IF: whether it was present */
   int result;
   void (*done)(struct tc_objop *op);
   void *opaque;           /* the submitter's */

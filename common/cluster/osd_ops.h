@@ -13,6 +13,8 @@ enum tc_osd_op {
   TC_OP_PING = 7,
   TC_OP_SHOW_CONFIG = 8,
   TC_OP_SEC_LIST = 9,
+  TC_OP_WRITE_PARTIAL = 10,   /* bytes at any offset: the primary patches the sectors */
+  TC_OP_WRITE_IF = 11,        /* one sector, only if it still holds what the client read */
   /* OSD-to-OSD only */
   TC_OP_SEC_READ = 32,
   TC_OP_SEC_WRITE = 33,

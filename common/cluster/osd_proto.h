@@ -25,6 +25,7 @@
  * -EAGAIN: this OSD is not (or no longer, or not yet) the active primary of
  *         the PG: the client refreshes /pg/config and retries elsewhere.
  * -EINVAL: malformed request. -EIO: the data is bad on every replica.
+ * -ESTALE: WRITE_IF only: the sector changed since the client read it.
  *
  * Client operations (sent to the PG's primary unless said otherwise):
  *   READ        rw view: inode, offset, len (<= 256 KiB).
@@ -34,6 +35,21 @@
  *               (<= one object, <= 256 KiB). reply: version = the object's
  *               new version. Acknowledged once pg_minsize replicas hold it
  *               (not yet durable: see SYNC).
+ *   WRITE_PARTIAL rw view: inode, offset (any byte), len = payload_len,
+ *               payload = data (1 byte to 256 KiB, inside one object): the
+ *               primary reads the sectors the range touches from its copy
+ *               (absent ones as zeros), puts the bytes in, and writes and
+ *               replicates the whole sectors as one WRITE, all in one turn
+ *               of its loop, so no other write of the object comes between
+ *               (for unencrypted single-layer images). reply: as WRITE.
+ *   WRITE_IF    rw view: inode, offset (a sector), len = 4096, payload =
+ *               struct tc_osd_write_if (16 bytes) then the 4096 bytes of
+ *               the new sector: written (as WRITE) only if the sector as
+ *               stored now is present when `present` says so and its
+ *               XXH3-64 is `hash`; else -ESTALE and nothing is written: the
+ *               client reads the sector again and retries (encrypted or
+ *               layered images, whose read-modify-write only the client can
+ *               do). reply: as WRITE.
  *   DELETE      rw view: inode, offset, len: the sectors become absent.
  *               reply: version as WRITE.
  *   SYNC        any OSD; no arguments. Makes durable every write and delete
@@ -92,6 +108,12 @@ _Static_assert(TC_OSD_PROTO_VERSION == TC_PROTO_VERSION, "the handshake carries 
 #define TC_OSD_MAX_OP_SECTORS 64
 #define TC_OSD_MAX_OP_BYTES (TC_OSD_MAX_OP_SECTORS * 4096)
 
+/* The condition of a WRITE_IF (little-endian, packed), before the data. */
+struct tc_osd_write_if {
+  uint64_t hash;         /* XXH3-64 of the stored sector (when present) */
+  uint64_t present;      /* 1: the sector must be present; 0: absent */
+} __attribute__((packed));
+
 /* The messenger's part of every view: before and after the arguments. */
 #define TC_OSD_HDR_HEAD \
   uint32_t magic;       /* the messenger's */ \
@@ -102,7 +124,7 @@ _Static_assert(TC_OSD_PROTO_VERSION == TC_PROTO_VERSION, "the handshake carries 
   uint64_t checksum;    /* the messenger's */ \
   uint64_t hdr_check    /* the messenger's */
 
-/* READ, WRITE, DELETE, SEC_READ, SEC_READ_BMP, SEC_WRITE, SEC_DELETE,
+/* READ, WRITE, WRITE_PARTIAL, WRITE_IF, DELETE, SEC_READ, SEC_READ_BMP, SEC_WRITE, SEC_DELETE,
  * SEC_WRITE_STABLE: a range of one object. */
 struct tc_osd_op_rw {
   TC_OSD_HDR_HEAD;

@@ -15,6 +15,8 @@ tc_osd_op_name(int op)
   case TC_OP_READ: return "READ";
   case TC_OP_WRITE: return "WRITE";
   case TC_OP_DELETE: return "DELETE";
+  case TC_OP_WRITE_PARTIAL: return "WRITE_PARTIAL";
+  case TC_OP_WRITE_IF: return "WRITE_IF";
   case TC_OP_SYNC: return "SYNC";
   case TC_OP_SCRUB: return "SCRUB";
   case TC_OP_DESCRIBE: return "DESCRIBE";
@@ -110,6 +112,8 @@ tc_perm_osd_op(const struct tc_identity *id, int op, const struct tc_image_acl *
   case TC_OP_READ:
     return tc_perm_image_read(id, img);
   case TC_OP_WRITE:
+  case TC_OP_WRITE_PARTIAL:
+  case TC_OP_WRITE_IF:
   case TC_OP_DELETE:
   case TC_OP_SCRUB:
     return tc_perm_image_write(id, img);

@@ -19,8 +19,12 @@ struct tc_cert_identity {
   char cn[TC_CN_MAX];
 };
 
+#define TRUST_MAX_IDS 16
 struct tc_cert_trust {
   gnutls_x509_trust_list_t list;
+  /* SHA-256 key IDs of the CAs, to tell when two CA options name one CA. */
+  uint8_t ids[TRUST_MAX_IDS][32];
+  unsigned nids;
 };
 
 struct tc_cert_peer {
@@ -193,6 +197,31 @@ tc_cert_sign(const struct tc_cert_identity *id, const void *data, size_t len,
   return 0;
 }
 
+/* Record the key IDs of the CAs in ca_file. */
+static int
+trust_key_ids(struct tc_cert_trust *t, const char *ca_file)
+{
+  gnutls_datum_t pem = { NULL, 0 };
+  gnutls_x509_crt_t *crts = NULL;
+  unsigned n = 0;
+  int r = gnutls_load_file(ca_file, &pem);
+  if (r < 0)
+    return tc_error(ENOENT, "load CA %s: %s", ca_file, gnutls_strerror(r));
+  r = gnutls_x509_crt_list_import2(&crts, &n, &pem, GNUTLS_X509_FMT_PEM, 0);
+  gnutls_free(pem.data);
+  if (r < 0)
+    return tc_error(EINVAL, "load CA %s: %s", ca_file, gnutls_strerror(r));
+  for (unsigned i = 0; i < n; i++) {
+    size_t sz = 32;
+    if (t->nids < TRUST_MAX_IDS &&
+        gnutls_x509_crt_get_key_id(crts[i], GNUTLS_KEYID_USE_SHA256, t->ids[t->nids], &sz) >= 0 && sz == 32)
+      t->nids++;
+    gnutls_x509_crt_deinit(crts[i]);
+  }
+  gnutls_free(crts);
+  return 0;
+}
+
 struct tc_cert_trust *
 tc_cert_trust_load(const char *ca_file)
 {
@@ -214,7 +243,21 @@ tc_cert_trust_load(const char *ca_file)
     tc_cert_trust_free(t);
     return NULL;
   }
+  if (trust_key_ids(t, ca_file) < 0) {
+    tc_cert_trust_free(t);
+    return NULL;
+  }
   return t;
+}
+
+int
+tc_cert_trust_overlap(const struct tc_cert_trust *a, const struct tc_cert_trust *b)
+{
+  for (unsigned i = 0; i < a->nids; i++)
+    for (unsigned j = 0; j < b->nids; j++)
+      if (!memcmp(a->ids[i], b->ids[j], 32))
+        return 1;
+  return 0;
 }
 
 void
@@ -244,7 +287,7 @@ tc_cert_peer_cn(const struct tc_cert_peer *p)
 
 struct tc_cert_peer *
 tc_cert_verify_chain(const struct tc_cert_trust *trust, const uint8_t *const *der,
-                     const size_t *len, int n)
+                     const size_t *len, int n, enum tc_cert_purpose purpose)
 {
   gnutls_x509_crt_t crts[TC_CERT_MAX_CHAIN];
   struct tc_cert_peer *p = NULL;
@@ -268,7 +311,12 @@ tc_cert_verify_chain(const struct tc_cert_trust *trust, const uint8_t *const *de
   }
   crt_cn(crts[0], cn, sizeof cn);
   unsigned status = 0;
-  r = gnutls_x509_trust_list_verify_crt2(trust->list, crts, n, NULL, 0, 0, &status, NULL);
+  /* The extended key usage must fit the peer's part (GnuTLS checks the
+   * whole chain; a certificate without the extension fits any purpose). */
+  gnutls_typed_vdata_st vdata = { .type = GNUTLS_DT_KEY_PURPOSE_OID,
+    .data = (unsigned char *) (purpose == TC_CERT_SERVER ? GNUTLS_KP_TLS_WWW_SERVER : GNUTLS_KP_TLS_WWW_CLIENT) };
+  r = gnutls_x509_trust_list_verify_crt2(trust->list, crts, n, purpose == TC_CERT_ANY ? NULL : &vdata,
+                                         purpose == TC_CERT_ANY ? 0 : 1, 0, &status, NULL);
   if (r < 0) {
     tc_error(EACCES, "certificate CN=%s: verification failed: %s", cn, gnutls_strerror(r));
     goto out;
@@ -277,8 +325,11 @@ tc_cert_verify_chain(const struct tc_cert_trust *trust, const uint8_t *const *de
     gnutls_datum_t txt = { NULL, 0 };
     gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &txt, 0);
     /* ESRCH: this CA is not the issuer (the caller may try another CA). */
-    tc_error(status & GNUTLS_CERT_SIGNER_NOT_FOUND ? ESRCH : EACCES, "certificate CN=%s: %s", cn,
-             txt.data ? (char *) txt.data : "not trusted");
+    tc_error(status & GNUTLS_CERT_SIGNER_NOT_FOUND ? ESRCH : EACCES, "certificate CN=%s: %s%s", cn,
+             txt.data ? (char *) txt.data : "not trusted",
+             status & GNUTLS_CERT_PURPOSE_MISMATCH ? (purpose == TC_CERT_SERVER
+               ? " (its extended key usage lacks serverAuth, needed to serve)"
+               : " (its extended key usage lacks clientAuth, needed to connect as a client)") : "");
     gnutls_free(txt.data);
     goto out;
   }

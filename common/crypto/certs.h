@@ -36,17 +36,25 @@ int tc_cert_sign(const struct tc_cert_identity *id, const void *data, size_t len
 /* A trust anchor set loaded from one PEM file (one CA or several). */
 struct tc_cert_trust;
 struct tc_cert_trust *tc_cert_trust_load(const char *ca_file);
+/* 1 if a and b hold a common CA (the same key), e.g. osd_ca and client_ca
+ * naming one CA -- which would make every user an OSD. */
+int tc_cert_trust_overlap(const struct tc_cert_trust *a, const struct tc_cert_trust *b);
 void tc_cert_trust_free(struct tc_cert_trust *t);
 
 /* A peer's verified chain: its CN and public key. */
 struct tc_cert_peer;
+/* What the peer does: its certificate's extended key usage must allow it
+ * (clientAuth to connect as a client, serverAuth to serve). */
+enum tc_cert_purpose { TC_CERT_ANY = 0, TC_CERT_CLIENT, TC_CERT_SERVER };
 /* Verify a chain given as DER blobs (end entity first) against trust at
  * time now: signatures, validity dates, CA constraints, key usage
- * (digitalSignature when the extension is present). On failure the message
+ * (digitalSignature when the extension is present), extended key usage
+ * (purpose, when the extension is present). On failure the message
  * says why (expired, not yet valid, unknown issuer, ...); errno is ESRCH
  * when the issuer is not in trust, EACCES for other reasons. */
 struct tc_cert_peer *tc_cert_verify_chain(const struct tc_cert_trust *trust,
-                                          const uint8_t *const *der, const size_t *len, int n);
+                                          const uint8_t *const *der, const size_t *len, int n,
+                                          enum tc_cert_purpose purpose);
 void tc_cert_peer_free(struct tc_cert_peer *p);
 const char *tc_cert_peer_cn(const struct tc_cert_peer *p);
 /* Check a signature made by tc_cert_sign with the peer's key (EBADMSG if
@@ -55,11 +63,6 @@ int tc_cert_peer_check_sig(const struct tc_cert_peer *p, const void *data, size_
                            const uint8_t *sig, size_t siglen);
 /* The subject CN of a DER certificate, for log lines ("?" if unreadable). */
 void tc_cert_der_cn(const uint8_t *der, size_t len, char *cn, size_t cnlen);
-
-/* Extended key usage of a DER certificate: 0 if it allows purpose_oid
- * (e.g. GNUTLS_KP_TLS_WWW_CLIENT, "1.3.6.1.5.5.7.3.2") or has no such
- * extension, else -1 (EACCES) naming the CN and `what` ("clientAuth"). */
-int tc_cert_der_check_purpose(const uint8_t *der, size_t len, const char *purpose_oid, const char *what);
 
 /* --- issuing (make-certs) --- */
 enum tc_key_type { TC_KEY_ECDSA_P256 = 0, TC_KEY_ED25519, TC_KEY_RSA3072 };

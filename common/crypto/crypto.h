@@ -76,6 +76,14 @@ const char *tc_xxh3_impl(void);
 void tc_sha256(const void *data, size_t len, uint8_t out[TC_SHA256_SIZE]);
 void tc_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len,
                     uint8_t out[TC_SHA256_SIZE]);
+/* HMAC-SHA256 with the key set up once (Nettle, SHA-NI where the CPU has
+ * it) for many short messages: tc_hmac2 computes HMAC(key, a || b) and
+ * only reads h, so threads may share one. Wiped by tc_hmac_free. */
+struct tc_hmac;
+int tc_hmac_new(struct tc_hmac **out, const void *key, size_t keylen);
+void tc_hmac_free(struct tc_hmac *h);
+void tc_hmac2(const struct tc_hmac *h, const void *a, size_t alen, const void *b, size_t blen,
+              uint8_t out[TC_SHA256_SIZE]);
 /* HKDF-SHA256 (RFC 5869). */
 void tc_hkdf_extract(const void *salt, size_t saltlen, const void *ikm, size_t ikmlen,
                      uint8_t prk[TC_SHA256_SIZE]);

@@ -16,6 +16,7 @@
 #include "kv_client.h"
 #include "log.h"
 #include "perms.h"
+#include "vault.h"
 
 #define MAX_LAYERS 64
 
@@ -41,6 +42,7 @@ struct tc_client {
   pthread_mutex_t lock;        /* the open list */
   struct open_image *open;
   struct tc_kv_watch *inode_watch;   /* records of open images changing */
+  struct tc_vault *vault;      /* keys kept in Vault; its token cache */
 };
 
 /* A record of an open image changed: when its inode became read-only (a
@@ -60,20 +62,28 @@ inode_watch_cb(void *arg, const struct tc_kv_watch_update *u)
     if (e->kv.key_len <= plen || tc_inode_key_parse((const char *) e->kv.key + plen, e->kv.key_len - plen,
                                                     &pool, &id) < 0)
       continue;
-    bool gone = e->type == TC_KV_EVENT_DELETE, ro = false;
+    bool gone = e->type == TC_KV_EVENT_DELETE, ro = false, shredded = false;
     char name[256] = "";
     if (!gone) {
       struct tc_image_meta m;
       if (tc_image_meta_parse(&m, pool, id, (const char *) e->kv.value, e->kv.value_len) < 0)
         continue;
       ro = m.readonly;
+      shredded = m.enc_key && !strcmp(m.enc_key, TC_KEY_SHREDDED);
       snprintf(name, sizeof name, "%s", m.name);
       tc_image_meta_clear(&m);
     }
     if (!gone && !ro)
       continue;
     pthread_mutex_lock(&cl->lock);
-    for (struct open_image *o = cl->open; o; o = o->next)
+    for (struct open_image *o = cl->open; o; o = o->next) {
+      if (shredded && o->pool == pool && o->id == id) {
+        char why[300];
+        snprintf(why, sizeof why, "image %s: its key was shredded (rm --shred)", name);
+        tc_warn("client: %s; I/O now fails", why);
+        tc_image_set_revoked(o->img, why);
+        continue;
+      }
       if (o->pool == pool && o->id == id && o->writable && !tc_image_readonly(o->img)) {
         char why[220];
         if (gone)
@@ -83,6 +93,7 @@ inode_watch_cb(void *arg, const struct tc_kv_watch_update *u)
         tc_warn("client: image inode %" PRIu64 "/%" PRIu64 ": %s; writes now fail", pool, id, why);
         tc_image_set_readonly(o->img, why);
       }
+    }
     pthread_mutex_unlock(&cl->lock);
   }
 }
@@ -171,7 +182,7 @@ tc_client_new(const struct tc_config *cfg)
   cl->use_perms = tc_config_bool(cfg, "use_perms");
   pthread_mutex_init(&cl->lock, NULL);
   char wkey[256];
-  if (!(cl->kv = tc_kv_new_from_config(cfg)) || load_identity(cl) < 0 ||
+  if (!(cl->vault = tc_vault_new(cfg)) || !(cl->kv = tc_kv_new_from_config(cfg)) || load_identity(cl) < 0 ||
       !(cl->cluster = tc_cluster_new(cfg, cl->kv))) {
     int e = errno;
     char msg[512];
@@ -205,6 +216,7 @@ tc_client_free(struct tc_client *cl)
     tc_image_free(cl->open->img);   /* the close hook unlinks it */
   tc_cluster_free(cl->cluster);
   tc_kv_free(cl->kv);
+  tc_vault_free(cl->vault);
   if (cl->groups)
     for (char **g = cl->groups; *g; g++)
       free(*g);
@@ -212,6 +224,14 @@ tc_client_free(struct tc_client *cl)
   free(cl->user_name);
   pthread_mutex_destroy(&cl->lock);
   free(cl);
+}
+
+int
+tc_client_key_resolve(struct tc_client *cl, const char *image, const char *enc_key, uint8_t key[TC_XTS_KEY_SIZE])
+{
+  if (strncmp(enc_key, "vault:", 6) == 0)
+    return tc_vault_get_key(cl->vault, image, enc_key + 6, key);
+  return tc_image_key_resolve(cl->cfg, image, enc_key, key);
 }
 
 static struct tc_image_acl
@@ -335,11 +355,12 @@ struct tc_image *
 tc_client_open_meta(struct tc_client *cl, const struct tc_image_meta *m, bool readonly, bool all_layers)
 {
   struct tc_layer_desc *layers = calloc(MAX_LAYERS, sizeof *layers);
+  char (*names)[256] = calloc(MAX_LAYERS, sizeof *names);
   struct open_image *o = calloc(1, sizeof *o);
   struct tc_image *img = NULL;
   uint32_t bs = 0;
   int n = 0;
-  if (!layers || !o) {
+  if (!layers || !names || !o) {
     tc_error(ENOMEM, "image %s: out of memory", m->name);
     goto out;
   }
@@ -352,8 +373,11 @@ tc_client_open_meta(struct tc_client *cl, const struct tc_image_meta *m, bool re
   for (;;) {
     struct tc_layer_desc *d = &layers[n];
     d->inode = TC_INODE(lm->pool, lm->id);
+    snprintf(names[n], sizeof names[n], "%s", lm->name);
+    d->name = names[n];
+    d->integrity = lm->integrity;
     if (lm->enc_key) {
-      if (tc_image_key_resolve(cl->cfg, lm->name, lm->enc_key, d->key) < 0) {
+      if (tc_client_key_resolve(cl, lm->name, lm->enc_key, d->key) < 0) {
         tc_image_meta_clear(&cur);
         goto out;
       }
@@ -401,6 +425,7 @@ out:
     tc_wipe(layers, MAX_LAYERS * sizeof *layers);
     free(layers);
   }
+  free(names);
   free(o);
   return img;
 }
@@ -498,6 +523,11 @@ tc_client_resize(struct tc_client *cl, const char *name, uint64_t size)
       return tc_error(EINVAL, "image %s: size %" PRIu64 " is not a positive multiple of 4096", name, size);
     }
     uint64_t old = m.size;
+    if (m.integrity && size < old) {
+      tc_image_meta_clear(&m);
+      /* Its tags would outlive the dropped sectors and fail them on regrowth. */
+      return tc_error(EINVAL, "image %s: an authenticated image cannot shrink", name);
+    }
     m.size = size;
     char *json = tc_image_meta_json(&m);
     char key[256];

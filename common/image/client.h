@@ -58,6 +58,10 @@ int tc_client_all_images(struct tc_client *cl, struct tc_image_meta **out, size_
  * already checked): all_layers = false opens layer 0 alone. */
 struct tc_image *tc_client_open_meta(struct tc_client *cl, const struct tc_image_meta *m, bool readonly,
                                      bool all_layers);
+/* An image's enc_key (128 hex digits, or vault:ID fetched from Vault with
+ * this client's certificate and cached token) as the 64-byte XTS key. */
+int tc_client_key_resolve(struct tc_client *cl, const char *image, const char *enc_key,
+                          uint8_t key[TC_XTS_KEY_SIZE]);
 /* Block size of a pool (from the cluster map). */
 int tc_client_block_size(struct tc_client *cl, uint64_t pool, uint32_t *bs);
 

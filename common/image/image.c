@@ -7,44 +7,9 @@
 #include <string.h>
 #include "error.h"
 #include "image.h"
-
-#define SECTOR TC_SECTOR
-
-/* XTS contexts of one layer: a context is not thread-safe, so callers take
- * one from the pool for the duration of a call and give it back. */
-struct xts_pool {
-  pthread_mutex_t lock;
-  uint8_t key[TC_XTS_KEY_SIZE];
-  struct tc_xts **free;
-  int nfree, cap;
-};
-
-struct layer {
-  uint64_t inode;
-  bool encrypted;
-  struct xts_pool xts;
-};
-
-/* A range of sectors some writer holds. */
-struct range_lock {
-  uint64_t start, end;
-  struct range_lock *next;
-};
-
-struct tc_image {
-  struct tc_objstore os;
-  uint32_t block_size;
-  uint64_t size;
-  bool readonly;
-  int nlayers;
-  struct layer *layers;
-  pthread_mutex_t lock;     /* protects size and the held ranges */
-  pthread_cond_t released;
-  struct range_lock *held;
-  char ro_why[200];          /* why it became read-only while open */
-  void (*close_fn)(void *arg, struct tc_image *img);
-  void *close_arg;
-};
+#include "image_int.h"
+#include "image_integrity.h"
+#include "sector_lock.h"
 
 /* --- XTS context pool --- */
 
@@ -91,8 +56,8 @@ xts_pool_destroy(struct xts_pool *p)
 }
 
 /* Encrypt or decrypt whole sectors of layer l at image sector `sector`. */
-static int
-layer_crypt(struct layer *l, bool encrypt, uint64_t sector, const void *in, void *out, size_t len)
+int
+image_layer_crypt(struct layer *l, bool encrypt, uint64_t sector, const void *in, void *out, size_t len)
 {
   struct tc_xts *x = xts_get(&l->xts);
   if (!x)
@@ -124,8 +89,8 @@ batch_op_done(struct tc_objop *op)
 }
 
 /* Submit n operations and wait for all; returns 0 or -1 with errno. */
-static int
-run_ops(struct tc_image *img, struct tc_objop *ops, int n, const char *what)
+int
+image_run_ops(struct tc_image *img, struct tc_objop *ops, int n, const char *what)
 {
   struct batch b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
   pthread_mutex_lock(&b.lock);
@@ -190,13 +155,14 @@ bit(const uint8_t *bm, uint64_t i)
 }
 
 /* Read whole sectors [off, off+len) into buf, decrypted, through the layers. */
-static int
-read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t len)
+int
+image_read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t len)
 {
   uint64_t nsec = len / SECTOR;
   int nchunks = count_chunks(img, off, len);
   size_t bmstride = img->block_size / SECTOR / 8 + 1;
   int r = -1;
+  uint8_t *have = NULL;
   uint8_t *need = malloc(nsec);
   uint8_t *bitmaps = calloc(nchunks, bmstride);
   struct tc_objop *ops = calloc(nchunks, sizeof *ops);
@@ -219,6 +185,25 @@ read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t len)
       }
       dst = tmp;
     }
+    if (ly->integ) {
+      if (!have && !(have = malloc(nsec))) {
+        tc_error(ENOMEM, "image read: out of memory");
+        goto out;
+      }
+      if (tc_integrity_read(ly->integ, &img->os, img->block_size, off, len, dst, need, have) < 0)
+        goto out;
+      for (uint64_t s = 0; s < nsec; s++) {
+        if (!need[s] || !have[s])
+          continue;
+        if (l > 0)
+          memcpy(buf + s * SECTOR, tmp + s * SECTOR, SECTOR);
+        if (image_layer_crypt(ly, false, off / SECTOR + s, buf + s * SECTOR, buf + s * SECTOR, SECTOR) < 0)
+          goto out;
+        need[s] = 0;
+        left--;
+      }
+      continue;
+    }
     int n = make_chunks(img, ops, TC_OBJ_READ, ly->inode, off, len, dst, bitmaps, bmstride);
     /* Skip chunks with nothing left to find. */
     int m = 0;
@@ -232,7 +217,7 @@ read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t len)
         ops[m++] = ops[i];
       }
     }
-    if (run_ops(img, ops, m, "read") < 0)
+    if (image_run_ops(img, ops, m, "read") < 0)
       goto out;
     for (int i = 0; i < m; i++) {
       uint64_t s0 = (ops[i].offset - off) / SECTOR, ns = ops[i].len / SECTOR;
@@ -243,7 +228,7 @@ read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t len)
         if (l > 0)
           memcpy(buf + s * SECTOR, tmp + s * SECTOR, SECTOR);
         if (ly->encrypted &&
-            layer_crypt(ly, false, off / SECTOR + s, buf + s * SECTOR, buf + s * SECTOR, SECTOR) < 0)
+            image_layer_crypt(ly, false, off / SECTOR + s, buf + s * SECTOR, buf + s * SECTOR, SECTOR) < 0)
           goto out;
         need[s] = 0;
         left--;
@@ -255,6 +240,7 @@ read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t len)
       memset(buf + s * SECTOR, 0, SECTOR);
   r = 0;
 out:
+  free(have);
   free(need);
   free(bitmaps);
   free(ops);
@@ -263,8 +249,8 @@ out:
 }
 
 /* Write whole sectors [off, off+len) from buf to layer 0, encrypting. */
-static int
-write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint64_t len)
+int
+image_write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint64_t len)
 {
   struct layer *ly = &img->layers[0];
   uint8_t *src = (uint8_t *) buf;   /* objstore writes do not modify buf */
@@ -278,56 +264,20 @@ write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint64_t l
       tc_error(ENOMEM, "image write: out of memory");
       goto out;
     }
-    if (layer_crypt(ly, true, off / SECTOR, buf, bounce, len) < 0)
+    if (image_layer_crypt(ly, true, off / SECTOR, buf, bounce, len) < 0)
       goto out;
     src = bounce;
   }
-  int n = make_chunks(img, ops, TC_OBJ_WRITE, ly->inode, off, len, src, NULL, 0);
-  r = run_ops(img, ops, n, "write");
+  if (ly->integ)
+    r = tc_integrity_write(ly->integ, &img->os, img->block_size, off, len, src);
+  else {
+    int n = make_chunks(img, ops, TC_OBJ_WRITE, ly->inode, off, len, src, NULL, 0);
+    r = image_run_ops(img, ops, n, "write");
+  }
 out:
   free(ops);
   free(bounce);
   return r;
-}
-
-/* --- sector range locks held by writers --- */
-
-static int
-range_lock(struct tc_image *img, uint64_t start, uint64_t end)
-{
-  struct range_lock *rl = malloc(sizeof *rl);
-  if (!rl)
-    return tc_error(ENOMEM, "image: out of memory");
-  rl->start = start;
-  rl->end = end;
-  pthread_mutex_lock(&img->lock);
-  for (;;) {
-    bool busy = false;
-    for (struct range_lock *h = img->held; h && !busy; h = h->next)
-      busy = h->start < end && start < h->end;
-    if (!busy)
-      break;
-    pthread_cond_wait(&img->released, &img->lock);
-  }
-  rl->next = img->held;
-  img->held = rl;
-  pthread_mutex_unlock(&img->lock);
-  return 0;
-}
-
-static void
-range_unlock(struct tc_image *img, uint64_t start, uint64_t end)
-{
-  pthread_mutex_lock(&img->lock);
-  for (struct range_lock **p = &img->held; *p; p = &(*p)->next)
-    if ((*p)->start == start && (*p)->end == end) {
-      struct range_lock *rl = *p;
-      *p = rl->next;
-      free(rl);
-      break;
-    }
-  pthread_cond_broadcast(&img->released);
-  pthread_mutex_unlock(&img->lock);
 }
 
 /* --- public API --- */
@@ -352,7 +302,10 @@ tc_image_new(const struct tc_objstore *os, uint32_t block_size, uint64_t size,
   img->size = size;
   img->readonly = readonly;
   pthread_mutex_init(&img->lock, NULL);
-  pthread_cond_init(&img->released, NULL);
+  if (!readonly && !(img->locks = tc_sector_locks_get(os->ctx, layers[0].inode))) {
+    tc_image_free(img);
+    return NULL;
+  }
   for (int i = 0; i < nlayers; i++) {
     struct layer *l = &img->layers[i];
     l->inode = layers[i].inode;
@@ -369,6 +322,17 @@ tc_image_new(const struct tc_objstore *os, uint32_t block_size, uint64_t size,
       }
       xts_put(&l->xts, x);
     }
+    if (layers[i].integrity) {
+      if (!l->encrypted) {
+        tc_error(EINVAL, "image %s: an authenticated layer needs a key", layers[i].name ? layers[i].name : "?");
+        tc_image_free(img);
+        return NULL;
+      }
+      if (!(l->integ = tc_integrity_new(layers[i].key, l->inode, layers[i].name ? layers[i].name : "?"))) {
+        tc_image_free(img);
+        return NULL;
+      }
+    }
   }
   return img;
 }
@@ -380,11 +344,13 @@ tc_image_free(struct tc_image *img)
     return;
   if (img->close_fn)
     img->close_fn(img->close_arg, img);
-  for (int i = 0; i < img->nlayers; i++)
+  for (int i = 0; i < img->nlayers; i++) {
     xts_pool_destroy(&img->layers[i].xts);
+    tc_integrity_free(img->layers[i].integ);
+  }
   free(img->layers);
+  tc_sector_locks_put(img->locks);
   pthread_mutex_destroy(&img->lock);
-  pthread_cond_destroy(&img->released);
   free(img);
 }
 
@@ -429,10 +395,26 @@ tc_image_set_readonly(struct tc_image *img, const char *why)
   __atomic_store_n(&img->readonly, true, __ATOMIC_RELEASE);
 }
 
+void
+tc_image_set_revoked(struct tc_image *img, const char *why)
+{
+  pthread_mutex_lock(&img->lock);
+  snprintf(img->ro_why, sizeof img->ro_why, "%s", why ? why : "key revoked");
+  pthread_mutex_unlock(&img->lock);
+  __atomic_store_n(&img->revoked, true, __ATOMIC_RELEASE);
+  __atomic_store_n(&img->readonly, true, __ATOMIC_RELEASE);
+}
+
 static int
 check_range(struct tc_image *img, uint64_t len, uint64_t off, bool write)
 {
   uint64_t size = tc_image_size(img);
+  if (__atomic_load_n(&img->revoked, __ATOMIC_ACQUIRE)) {
+    pthread_mutex_lock(&img->lock);
+    tc_error(EKEYREVOKED, "image: %s", img->ro_why);
+    pthread_mutex_unlock(&img->lock);
+    return -1;
+  }
   if (write && tc_image_readonly(img)) {
     pthread_mutex_lock(&img->lock);
     tc_error(EROFS, "image: read-only%s%s", img->ro_why[0] ? ": " : "", img->ro_why);
@@ -453,12 +435,12 @@ tc_image_read(struct tc_image *img, void *buf, uint64_t len, uint64_t off)
   if (len == 0)
     return 0;
   if (off % SECTOR == 0 && len % SECTOR == 0)
-    return read_sectors(img, buf, off, len);
+    return image_read_sectors(img, buf, off, len);
   uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
   uint8_t *tmp = aligned_alloc(SECTOR, a1 - a0);
   if (!tmp)
     return tc_error(ENOMEM, "image read: out of memory");
-  int r = read_sectors(img, tmp, a0, a1 - a0);
+  int r = image_read_sectors(img, tmp, a0, a1 - a0);
   if (r == 0)
     memcpy(buf, tmp + (off - a0), len);
   free(tmp);
@@ -469,27 +451,9 @@ tc_image_read(struct tc_image *img, void *buf, uint64_t len, uint64_t off)
 static int
 write_locked(struct tc_image *img, const void *buf, uint64_t len, uint64_t off)
 {
-  uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
-  if (buf && a0 == off && a1 == off + len)
-    return write_sectors(img, buf, off, len);
-  uint8_t *tmp = aligned_alloc(SECTOR, a1 - a0);
-  if (!tmp)
-    return tc_error(ENOMEM, "image write: out of memory");
-  int r = 0;
-  /* Read-modify-write of the partial head and tail sectors. */
-  if (off != a0)
-    r = read_sectors(img, tmp, a0, SECTOR);
-  if (r == 0 && (off + len) % SECTOR && (a1 - SECTOR != a0 || off == a0))
-    r = read_sectors(img, tmp + (a1 - a0 - SECTOR), a1 - SECTOR, SECTOR);
-  if (r == 0) {
-    if (buf)
-      memcpy(tmp + (off - a0), buf, len);
-    else
-      memset(tmp + (off - a0), 0, len);
-    r = write_sectors(img, tmp, a0, a1 - a0);
-  }
-  free(tmp);
-  return r;
+  if (buf && off % SECTOR == 0 && len % SECTOR == 0)
+    return image_write_sectors(img, buf, off, len);
+  return image_write_partial(img, buf, len, off);
 }
 
 int
@@ -500,10 +464,10 @@ tc_image_write(struct tc_image *img, const void *buf, uint64_t len, uint64_t off
   if (len == 0)
     return 0;
   uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
-  if (range_lock(img, a0, a1) < 0)
-    return -1;
+  struct tc_sector_range held;
+  tc_sector_lock(img->locks, &held, a0, a1);
   int r = write_locked(img, buf, len, off);
-  range_unlock(img, a0, a1);
+  tc_sector_unlock(img->locks, &held);
   return r;
 }
 
@@ -511,7 +475,7 @@ int
 tc_image_flush(struct tc_image *img)
 {
   struct tc_objop op = { .code = TC_OBJ_SYNC };
-  return run_ops(img, &op, 1, "flush");
+  return image_run_ops(img, &op, 1, "flush");
 }
 
 /* Zero whole sectors [off, off+len): deallocate when nothing can show
@@ -524,7 +488,7 @@ zero_sectors(struct tc_image *img, uint64_t off, uint64_t len, bool may_trim)
     if (!ops)
       return tc_error(ENOMEM, "image trim: out of memory");
     int n = make_chunks(img, ops, TC_OBJ_DELETE, img->layers[0].inode, off, len, NULL, NULL, 0);
-    int r = run_ops(img, ops, n, "trim");
+    int r = image_run_ops(img, ops, n, "trim");
     free(ops);
     return r;
   }
@@ -536,7 +500,7 @@ zero_sectors(struct tc_image *img, uint64_t off, uint64_t len, bool may_trim)
   int r = 0;
   for (uint64_t pos = off; pos < off + len && r == 0; pos += step) {
     uint64_t n = off + len - pos < step ? off + len - pos : step;
-    r = write_sectors(img, zeros, pos, n);
+    r = image_write_sectors(img, zeros, pos, n);
   }
   free(zeros);
   return r;
@@ -552,8 +516,8 @@ tc_image_zero(struct tc_image *img, uint64_t len, uint64_t off, bool may_trim)
   uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
   /* The whole sectors inside the range, and the partial ends. */
   uint64_t w0 = (off + SECTOR - 1) / SECTOR * SECTOR, w1 = (off + len) / SECTOR * SECTOR;
-  if (range_lock(img, a0, a1) < 0)
-    return -1;
+  struct tc_sector_range held;
+  tc_sector_lock(img->locks, &held, a0, a1);
   int r = 0;
   if (w0 >= w1)   /* inside one sector, or two partial ones */
     r = write_locked(img, NULL, len, off);
@@ -565,14 +529,16 @@ tc_image_zero(struct tc_image *img, uint64_t len, uint64_t off, bool may_trim)
     if (r == 0 && w1 < off + len)
       r = write_locked(img, NULL, off + len - w1, w1);
   }
-  range_unlock(img, a0, a1);
+  tc_sector_unlock(img->locks, &held);
   return r;
 }
 
 bool
 tc_image_zero_fast(const struct tc_image *img, bool may_trim)
 {
-  return may_trim && img->nlayers == 1;
+  /* An authenticated layer writes zeros (with tags): a deallocated sector
+   * whose tag says written would fail its check. */
+  return may_trim && img->nlayers == 1 && !img->layers[0].integ;
 }
 
 int
@@ -604,9 +570,13 @@ tc_image_extents(struct tc_image *img, uint64_t len, uint64_t off, tc_extent_cb 
     uint64_t n = a1 - pos < window ? a1 - pos : window;
     memset(alloc, 0, n / SECTOR);
     for (int l = 0; l < img->nlayers && r == 0; l++) {
+      if (img->layers[l].integ) {
+        r = tc_integrity_present(img->layers[l].integ, &img->os, img->block_size, pos, n, alloc);
+        continue;
+      }
       int k = make_chunks(img, ops, TC_OBJ_BITMAP, img->layers[l].inode, pos, n, NULL, bitmaps, bmstride);
       memset(bitmaps, 0, (size_t) k * bmstride);
-      r = run_ops(img, ops, k, "extents");
+      r = image_run_ops(img, ops, k, "extents");
       for (int i = 0; i < k && r == 0; i++)
         for (uint64_t s = 0; s < ops[i].len / SECTOR; s++)
           if (bit(ops[i].bitmap, s))

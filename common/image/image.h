@@ -8,7 +8,10 @@
  * layer 0, encrypted with its key; sector tweak = image byte offset / 4096.
  *
  * Writes that do not cover whole sectors are read-modify-write. Every write
- * holds a lock on the sectors it touches, so concurrent overlapping writes
+ * holds a lock on the sectors it touches, shared by every handle of the
+ * image in this process (sector_lock.h), and across processes the partial
+ * sectors go through the OSD (image_partial.c: WRITE_PARTIAL, WRITE_IF), so
+ * no write to other bytes of a sector is lost, concurrent overlapping writes
  * leave each sector equal to one writer's version and no reader sees a torn
  * sector. All calls are thread-safe: XTS contexts are pooled per layer. */
 #ifndef TROMCHO_IMAGE_H
@@ -22,6 +25,8 @@ struct tc_layer_desc {
   uint64_t inode;
   bool encrypted;
   uint8_t key[TC_XTS_KEY_SIZE];   /* when encrypted; copied, wiped on close */
+  bool integrity;                 /* authenticated (needs a key): image_integrity.h */
+  const char *name;               /* the layer's image name, for messages (copied) */
 };
 
 struct tc_image;
@@ -41,6 +46,9 @@ bool tc_image_readonly(const struct tc_image *img);
 /* From now on writes fail with EROFS and why in the message (e.g. the image
  * was snapshotted or deleted while open). Thread-safe. */
 void tc_image_set_readonly(struct tc_image *img, const char *why);
+/* From now on reads and writes fail with EKEYREVOKED and why (the image's
+ * key was shredded). Thread-safe. */
+void tc_image_set_revoked(struct tc_image *img, const char *why);
 
 /* Return 0, or -1 with errno and tc_last_error(). Ranges beyond the end of
  * the image fail with EINVAL (ENOSPC for writes). */

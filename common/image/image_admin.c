@@ -245,6 +245,11 @@ tc_admin_create(struct tc_client *cl, const struct tc_admin_create_opts *o)
   }
   else if (make_key(cl, o->name, o->enc_key, &m.enc_key) < 0)
     goto out;
+  if (o->integrity && !m.enc_key) {
+    r = tc_error(EINVAL, "image %s: --integrity needs a key (--enc_key)", o->name);
+    goto out;
+  }
+  m.integrity = o->integrity;
   m.name = strdup(o->name);
   const char *owner = o->owner ? o->owner : id->role == TC_ROLE_USER ? id->name : NULL;
   m.owner = owner && *owner ? strdup(owner) : NULL;
@@ -270,14 +275,40 @@ out:
   return r;
 }
 
+static int snapshot_txn(struct tc_client *cl, const char *snap, const char *name, bool set_key,
+                        const char *newkey);
+
 int
 tc_admin_snapshot(struct tc_client *cl, const char *snap)
+{
+  return tc_admin_snapshot_key(cl, snap, NULL);
+}
+
+int
+tc_admin_snapshot_key(struct tc_client *cl, const char *snap, const char *enc_key)
 {
   if (tc_admin_check_name(snap, true) < 0)
     return -1;
   const char *at = strchr(snap, '@');
   char name[256];
   snprintf(name, sizeof name, "%.*s", (int) (at - snap), snap);
+  /* The new top layer's key, made once: a retry must not change it. */
+  char *newkey = NULL;
+  if (enc_key && make_key(cl, name, enc_key, &newkey) < 0)
+    return -1;
+  int result = snapshot_txn(cl, snap, name, enc_key != NULL, newkey);
+  if (newkey) {
+    tc_wipe(newkey, strlen(newkey));
+    free(newkey);
+  }
+  return result;
+}
+
+/* The snapshot's transaction (retried); set_key: the new top layer gets
+ * newkey (NULL: unencrypted) instead of the image's key. */
+static int
+snapshot_txn(struct tc_client *cl, const char *snap, const char *name, bool set_key, const char *newkey)
+{
   for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
     struct tc_image_meta m;
     int64_t irev, nrev;
@@ -299,6 +330,10 @@ tc_admin_snapshot(struct tc_client *cl, const char *snap)
     struct tc_image_meta live = m;
     live.parent_pool = m.pool;
     live.parent_id = m.id;
+    if (set_key)
+      live.enc_key = (char *) newkey;   /* borrowed; m keeps (and clears) its own */
+    if (!live.enc_key)
+      live.integrity = false;           /* tags need a key */
     char kidx[512], ksnap[512], kold[256], sidx[96];
     tc_client_key(cl, kidx, sizeof kidx, "/index/image/%s", name);
     tc_client_key(cl, ksnap, sizeof ksnap, "/index/image/%s", snap);
@@ -383,7 +418,7 @@ many_done(struct tc_objop *op)
 }
 
 static int
-run_many(struct tc_client *cl, struct tc_objop *ops, size_t n)
+run_many(struct tc_client *cl, struct tc_objop *ops, size_t n, tc_admin_progress_fn fn, void *arg)
 {
   struct tc_objstore os = tc_cluster_objstore(tc_client_cluster(cl));
   struct many w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
@@ -395,6 +430,8 @@ run_many(struct tc_client *cl, struct tc_objop *ops, size_t n)
     ops[i].opaque = &w;
     w.inflight++;
     pthread_mutex_unlock(&w.lock);
+    if (fn)
+      fn(arg, (uint64_t) i * ops[i].len, (uint64_t) n * ops[i].len);
     int r = os.submit(os.ctx, &ops[i]);
     pthread_mutex_lock(&w.lock);
     if (r < 0) {
@@ -413,7 +450,7 @@ run_many(struct tc_client *cl, struct tc_objop *ops, size_t n)
 
 /* DELETE every object of inode (SEC_LIST to find them). */
 static int
-delete_objects(struct tc_client *cl, uint64_t inode)
+delete_objects(struct tc_client *cl, uint64_t inode, tc_admin_progress_fn fn, void *arg)
 {
   uint32_t bs;
   if (tc_client_block_size(cl, TC_INODE_POOL(inode), &bs) < 0)
@@ -432,13 +469,103 @@ delete_objects(struct tc_client *cl, uint64_t inode)
     if (e[i].inode == inode && e[i].bitmap)
       ops[n++] = (struct tc_objop) { .code = TC_OBJ_DELETE, .inode = inode, .offset = e[i].offset, .len = bs };
   free(e);
-  int r = run_many(cl, ops, n);
+  int r = run_many(cl, ops, n, fn, arg);
   free(ops);
   return r;
 }
 
+/* Destroy m's KV-held key: its record says TC_KEY_SHREDDED from now on (and
+ * read-only), in one compare-and-swap on the record's revision, which is
+ * updated; *at = the KV revision of that write. */
+static int
+shred_key(struct tc_client *cl, const char *name, struct tc_image_meta *m, int64_t *irev, int64_t *at)
+{
+  if (!m->enc_key)
+    return tc_error(EINVAL, "image %s: not encrypted: --shred cannot make its data unreadable first "
+                    "(rm without --shred deletes it)", name);
+  if (!strncmp(m->enc_key, "vault:", 6))
+    return tc_error(EINVAL, "image %s: its key is in Vault (%s), not in the KV: destroy that secret in Vault, "
+                    "then rm without --shred", name, m->enc_key);
+  if (!strcmp(m->enc_key, TC_KEY_SHREDDED))
+    return 0;   /* a second try after the data deletion failed */
+  char *old = m->enc_key;
+  bool oldro = m->readonly;
+  m->enc_key = (char *) TC_KEY_SHREDDED;
+  m->readonly = true;
+  char *json = tc_image_meta_json(m);
+  m->enc_key = old;
+  m->readonly = oldro;
+  if (!json)
+    return -1;
+  char kino[256];
+  tc_client_key(cl, kino, sizeof kino, "/config/inode/%" PRIu64 "/%" PRIu64, m->pool, m->id);
+  struct tc_kv_cmp cmp = { .key = kino, .target = TC_KV_CMP_MOD, .result = TC_KV_EQUAL, .number = *irev };
+  struct tc_kv_op put = { .type = TC_KV_PUT, .key = kino, .value = json };
+  struct tc_kv_op get = { .type = TC_KV_RANGE, .key = kino };
+  struct tc_kv_txn txn = { &cmp, 1, &put, 1, &get, 1 };
+  struct tc_kv_result res = { 0 };
+  int r = tc_kv_txn(tc_client_kv(cl), &txn, &res);
+  free(json);
+  if (r < 0)
+    return tc_error(errno, "image %s: shredding its key: %s", name, tc_last_error());
+  bool ok = res.succeeded;
+  *at = res.revision;
+  tc_kv_result_free(&res);
+  if (!ok)
+    return tc_error(EAGAIN, "image %s: its record changed while shredding its key; run rm --shred again", name);
+  *irev = *at;
+  return 0;
+}
+
+/* Other images whose record holds the same key (snapshots, clones that
+ * kept it): a warning each, since shredding one record leaves theirs. */
+static int
+tc_all_images_or_warn(struct tc_client *cl, struct tc_image_meta **v, size_t *nv)
+{
+  if (tc_client_all_images(cl, v, nv) < 0) {
+    tc_warn("shred: cannot list the images to look for others with the same key: %s", tc_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+static void
+warn_shared_key(struct tc_client *cl, const struct tc_image_meta *m)
+{
+  struct tc_image_meta *v;
+  size_t nv;
+  if (tc_all_images_or_warn(cl, &v, &nv) < 0)
+    return;
+  for (size_t i = 0; i < nv; i++) {
+    if (!(v[i].pool == m->pool && v[i].id == m->id) && v[i].enc_key && !strcmp(v[i].enc_key, m->enc_key))
+      tc_warn("image %s: %s holds the same key; its data (and what it shares with %s) stays readable until it is "
+              "shredded too", m->name, v[i].name, m->name);
+    tc_image_meta_clear(&v[i]);
+  }
+  free(v);
+}
+
 int
 tc_admin_delete(struct tc_client *cl, const char *name)
+{
+  return tc_admin_delete_shred_progress(cl, name, false, NULL, NULL, NULL);
+}
+
+int
+tc_admin_delete_progress(struct tc_client *cl, const char *name, tc_admin_progress_fn fn, void *arg)
+{
+  return tc_admin_delete_shred_progress(cl, name, false, NULL, fn, arg);
+}
+
+int
+tc_admin_delete_shred(struct tc_client *cl, const char *name, bool shred, int64_t *shred_rev)
+{
+  return tc_admin_delete_shred_progress(cl, name, shred, shred_rev, NULL, NULL);
+}
+
+int
+tc_admin_delete_shred_progress(struct tc_client *cl, const char *name, bool shred, int64_t *shred_rev,
+                               tc_admin_progress_fn fn, void *arg)
 {
   struct tc_image_meta m;
   int64_t nrev, irev;
@@ -455,7 +582,16 @@ tc_admin_delete(struct tc_client *cl, const char *name)
     r = tc_error(EBUSY, "image %s: has children (%s): delete or flatten them first", name, kids ? kids : "?");
     goto out;
   }
-  if (delete_objects(cl, TC_INODE(m.pool, m.id)) < 0) {
+  if (shred) {
+    int64_t at = 0;
+    if (m.enc_key && strcmp(m.enc_key, TC_KEY_SHREDDED) && strncmp(m.enc_key, "vault:", 6))
+      warn_shared_key(cl, &m);
+    if (shred_key(cl, name, &m, &irev, &at) < 0)
+      goto out;
+    if (shred_rev)
+      *shred_rev = at;
+  }
+  if (delete_objects(cl, TC_INODE(m.pool, m.id), fn, arg) < 0) {
     r = tc_error(errno, "image %s: deleting its data: %s", name, tc_last_error());
     goto out;
   }
@@ -502,6 +638,12 @@ presence_cb(void *opaque, uint64_t off, uint64_t len, bool allocated)
 
 int
 tc_admin_flatten(struct tc_client *cl, const char *name)
+{
+  return tc_admin_flatten_progress(cl, name, NULL, NULL);
+}
+
+int
+tc_admin_flatten_progress(struct tc_client *cl, const char *name, tc_admin_progress_fn fn, void *arg)
 {
   struct tc_image_meta m;
   int64_t irev;
@@ -552,8 +694,12 @@ tc_admin_flatten(struct tc_client *cl, const char *name)
       if (tc_image_read(full, buf, len, off) < 0 || tc_image_write(full, buf, len, off) < 0)
         goto out;
       s = e;
+      if (fn)
+        fn(arg, off + len, m.size);
     }
   }
+  if (fn)
+    fn(arg, m.size, m.size);
   if (tc_image_flush(full) < 0)
     goto out;
   /* Drop the parent link. */

@@ -26,18 +26,43 @@ struct tc_admin_create_opts {
   const char *owner;          /* NULL: the caller (use_perms) */
   const char *owner_group, *reader_group;
   const char *parent;         /* "NAME@SNAP": a clone of that snapshot */
+  bool integrity;             /* authenticated sectors (needs a key) */
 };
 int tc_admin_create(struct tc_client *cl, const struct tc_admin_create_opts *o);
 
 /* "NAME@SNAP": snapshot NAME. */
 int tc_admin_snapshot(struct tc_client *cl, const char *snap);
+/* The same, giving NAME's new top layer its own key (enc_key as for
+ * create: "auto", "none", 128 hex digits, "vault:ID"; NULL: keep NAME's
+ * key) while NAME@SNAP keeps the old one. */
+int tc_admin_snapshot_key(struct tc_client *cl, const char *snap, const char *enc_key);
+
+/* Progress of a long operation: `done` of `total` bytes (flatten: bytes of
+ * the image scanned; delete: bytes of objects deleted). Called from the
+ * caller's thread. */
+typedef void (*tc_admin_progress_fn)(void *arg, uint64_t done, uint64_t total);
 
 /* Copy every sector NAME sees through its parents into NAME itself,
  * encrypted with NAME's key, then drop the parent link. */
 int tc_admin_flatten(struct tc_client *cl, const char *name);
+/* The same, reporting progress to fn (may be NULL). */
+int tc_admin_flatten_progress(struct tc_client *cl, const char *name, tc_admin_progress_fn fn, void *arg);
 
 /* Delete NAME (or NAME@SNAP): its objects, then its records. */
 int tc_admin_delete(struct tc_client *cl, const char *name);
+/* The same; with shred, first destroy its KV-held key (the record's
+ * enc_key becomes "shredded" in one compare-and-swap, so the data is
+ * unreadable at once and open handles fail with EKEYREVOKED), then delete
+ * the data and the records. *shred_rev (may be NULL) = the KV revision of
+ * that write: the KV's history keeps the old value until it is compacted
+ * at or after it. Refused (EINVAL) for an unencrypted image and for a key
+ * in Vault. Another image holding the same key (a snapshot) is warned of. */
+int tc_admin_delete_shred(struct tc_client *cl, const char *name, bool shred, int64_t *shred_rev);
+/* Delete NAME, reporting progress to fn (may be NULL). */
+int tc_admin_delete_progress(struct tc_client *cl, const char *name, tc_admin_progress_fn fn, void *arg);
+/* Delete with optional shredding, reporting progress to fn (may be NULL). */
+int tc_admin_delete_shred_progress(struct tc_client *cl, const char *name, bool shred, int64_t *shred_rev,
+                                   tc_admin_progress_fn fn, void *arg);
 
 struct tc_admin_modify_opts {
   uint64_t resize;            /* 0: keep */

@@ -16,9 +16,22 @@
 #include "log.h"
 
 #define MAX_REPLY (64 << 20)
-/* Requests in flight on the loop at once (each holds a connection; more
- * wait in the queue so a burst does not open hundreds of TLS sessions). */
-#define MAX_INFLIGHT 16
+/* Connections kept alive per endpoint for the loop's requests: a request
+ * holds one while on the multi handle, the rest wait in the client's own
+ * queue, so a burst reuses a few connections instead of racing hundreds of
+ * TLS handshakes into the connect timeout. The queue is ours, not
+ * CURLMOPT_MAX_HOST_CONNECTIONS: curl starts a transfer's timers when it is
+ * added, so time spent pending inside curl would count against the request,
+ * and watch streams (which hold a connection for ever) would starve it. */
+#define CONNS_PER_ENDPOINT 8
+/* After a blocking call found no endpoint reachable, the calls of the next
+ * DOWN_HOLD_S seconds fail at once with its error, and later ones try each
+ * endpoint once instead of for etcd_slow_timeout: a command against a KV
+ * that is down says so within one timeout, not one per request it makes. */
+#define DOWN_HOLD_S 1.0
+/* Easy handles (each with its kept-alive connection) for blocking calls;
+ * more callers wait for one. */
+#define BLOCKING_CONNS 8
 
 struct buf {
   char *p;
@@ -26,6 +39,12 @@ struct buf {
 };
 
 enum xfer_kind { X_REQ, X_WATCH };
+
+/* Watching a request for silence: when its bytes (either way) last moved. */
+struct silence {
+  double last;                   /* monotonic s; 0: not started */
+  curl_off_t seen;               /* bytes moved when last looked */
+};
 
 /* One transfer on the multi handle. */
 struct xfer {
@@ -39,6 +58,7 @@ struct xfer {
   struct tc_kv_request req;      /* scalars only: what decoding needs */
   int ep;                        /* endpoint index used */
   int tried;                     /* endpoints tried so far */
+  struct silence quiet;          /* requests: since when the server is silent */
   tc_kv_done_fn cb;
   void *arg;
   struct tc_kv_watch *w;
@@ -77,8 +97,13 @@ struct tc_kv {
   long connect_ms, request_ms;
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  CURL **pool;                   /* idle easy handles for blocking calls */
-  size_t n_pool, cap_pool;
+  CURL *pool[BLOCKING_CONNS];    /* idle easy handles for blocking calls */
+  int n_pool;                    /* idle ones in pool */
+  int n_easy;                    /* blocking handles that exist (idle or in use) */
+  pthread_cond_t pool_cond;      /* a blocking handle was returned */
+  double down_at;                /* when blocking calls last found no endpoint (0: reachable) */
+  int down_err;                  /* ... its errno and message */
+  char down_msg[512];
   /* the loop */
   CURLM *multi;
   bool loop_ready, external, stop;
@@ -86,10 +111,11 @@ struct tc_kv {
   const struct tc_kv_loop_ops *ops;
   void *loop;
   struct xfer *queue, *queue_tail; /* submitted, not yet on the multi (FIFO) */
-  int n_active_req;              /* requests (not watches) on the multi */
+  int *n_active_ep;              /* requests (not watches) on the multi, per endpoint */
   struct xfer *active;           /* on the multi */
   struct tc_kv_watch *watches;
   double curl_due;               /* curl's timer (monotonic s); 0: none */
+  double silence_due;            /* next check_silence (monotonic s); 0: none */
 };
 
 static _Thread_local struct tc_kv *tl_loop_kv;
@@ -152,8 +178,10 @@ tc_kv_new(const struct tc_kv_options *o)
     goto nomem;
   pthread_mutex_init(&kv->lock, NULL);
   pthread_cond_init(&kv->cond, NULL);
+  pthread_cond_init(&kv->pool_cond, NULL);
   kv->urls = calloc((size_t) o->n_urls, sizeof *kv->urls);
-  if (!kv->urls)
+  kv->n_active_ep = calloc((size_t) o->n_urls, sizeof *kv->n_active_ep);
+  if (!kv->urls || !kv->n_active_ep)
     goto nomem;
   for (int i = 0; i < o->n_urls; i++) {
     const char *u = o->urls[i];
@@ -245,14 +273,23 @@ setup_easy(struct tc_kv *kv, CURL *e, int ep, const char *path, const char *body
   curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long) strlen(body));
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  /* Connecting (TCP and TLS) has its own limit; after that a request
+   * fails only when the server stops answering (silent_for): no total
+   * timeout, which would also count a slow but live transfer. A watch
+   * stream may be silent for ever (TCP keepalive notices a dead peer). */
+  (void) stream;
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, kv->connect_ms);
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, stream ? 0L : kv->request_ms);
   curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 10L);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 5L);
-  if (kv->ca)
+  if (kv->ca) {
+    /* etcd_ca is the only trust anchor: without clearing CAPATH, libcurl
+     * with GnuTLS also parses all of /etc/ssl/certs at every handshake
+     * (~290 files: 0.5 s of CPU under ASan) and trusts every public CA. */
     curl_easy_setopt(e, CURLOPT_CAINFO, kv->ca);
+    curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+  }
   if (kv->cert) {
     curl_easy_setopt(e, CURLOPT_SSLCERT, kv->cert);
     curl_easy_setopt(e, CURLOPT_SSLKEY, kv->key);
@@ -268,6 +305,48 @@ json_headers(void)
   if (!h2)
     curl_slist_free_all(h);
   return h2;
+}
+
+/* Has the transfer on e been connected and silent (no byte sent or
+ * received) for longer than ms? Connecting has its own timeout and does
+ * not count. curl's LOW_SPEED options cannot say this: they average over
+ * seconds and noticed a silent server only after ~7 s. */
+static bool
+silent_for(struct silence *q, CURL *e, long ms, double now)
+{
+  curl_off_t pre = 0, up = 0, down = 0;
+  long hdr = 0;
+  curl_easy_getinfo(e, CURLINFO_PRETRANSFER_TIME_T, &pre);
+  curl_easy_getinfo(e, CURLINFO_SIZE_UPLOAD_T, &up);
+  curl_easy_getinfo(e, CURLINFO_SIZE_DOWNLOAD_T, &down);
+  curl_easy_getinfo(e, CURLINFO_HEADER_SIZE, &hdr);
+  curl_off_t moved = up + down + hdr;
+  if (!q->last || !pre || moved != q->seen) {
+    q->last = now;
+    q->seen = moved;
+    return false;
+  }
+  return (now - q->last) * 1e3 > (double) ms;
+}
+
+struct blocking_progress {
+  struct tc_kv *kv;
+  CURL *e;
+  struct silence quiet;
+  bool silent;                   /* aborted for silence */
+};
+
+/* Blocking calls: curl_easy_perform calls this at least once a second. */
+static int
+blocking_xferinfo(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+  struct blocking_progress *p = arg;
+  (void) dltotal, (void) dlnow, (void) ultotal, (void) ulnow;
+  if (silent_for(&p->quiet, p->e, p->kv->request_ms, now_s())) {
+    p->silent = true;
+    return 1;
+  }
+  return 0;
 }
 
 /* A transport failure after which another endpoint may be tried safely:
@@ -311,7 +390,19 @@ finish_attempt(struct tc_kv *kv, const struct tc_kv_request *req, int ep, CURL *
   const char *url = kv->urls[ep];
   if (rc != CURLE_OK) {
     int err = transport_errno(rc);
-    tc_error(err, "kv: %s: %s", url, curl_easy_strerror(rc));
+    if (rc == CURLE_OPERATION_TIMEDOUT && never_sent(rc, e))
+      tc_error(err, "kv: %s: no connection within %ld ms (etcd_quick_timeout)", url, kv->connect_ms);
+    else if (rc == CURLE_OPERATION_TIMEDOUT)
+      tc_error(err, "kv: %s: the server did not answer for %ld ms (etcd_slow_timeout)", url, kv->request_ms);
+    else {
+      /* The system's word for it too: "Connection refused", "No route to host". */
+      long os_err = 0;
+      curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &os_err);
+      if (os_err > 0)
+        tc_error(err, "kv: %s: %s (%s)", url, curl_easy_strerror(rc), strerror((int) os_err));
+      else
+        tc_error(err, "kv: %s: %s", url, curl_easy_strerror(rc));
+    }
     if (never_sent(rc, e) || rc == CURLE_PEER_FAILED_VERIFICATION)
       return A_NEXT_ENDPOINT;
     /* Sent, but the answer was lost: a transaction may or may not have
@@ -354,32 +445,35 @@ finish_attempt(struct tc_kv *kv, const struct tc_kv_request *req, int ep, CURL *
 
 /* ---- blocking calls ---- */
 
+/* An idle blocking handle, or a new one while fewer than BLOCKING_CONNS
+ * exist; else wait for one (the wait does not count against the request's
+ * timeouts). NULL: out of memory. */
 static CURL *
 pool_get(struct tc_kv *kv)
 {
   {
     SCOPED_LOCK(&kv->lock);
+    while (!kv->n_pool && kv->n_easy >= BLOCKING_CONNS)
+      pthread_cond_wait(&kv->pool_cond, &kv->lock);
     if (kv->n_pool)
       return kv->pool[--kv->n_pool];
+    kv->n_easy++;
   }
-  return curl_easy_init();
+  CURL *e = curl_easy_init();
+  if (!e) {
+    SCOPED_LOCK(&kv->lock);
+    kv->n_easy--;
+    pthread_cond_signal(&kv->pool_cond);
+  }
+  return e;
 }
 
 static void
 pool_put(struct tc_kv *kv, CURL *e)
 {
   SCOPED_LOCK(&kv->lock);
-  if (kv->n_pool == kv->cap_pool) {
-    size_t cap = kv->cap_pool ? kv->cap_pool * 2 : 16;
-    CURL **p = realloc(kv->pool, cap * sizeof *p);
-    if (!p) {
-      curl_easy_cleanup(e);
-      return;
-    }
-    kv->pool = p;
-    kv->cap_pool = cap;
-  }
   kv->pool[kv->n_pool++] = e;
+  pthread_cond_signal(&kv->pool_cond);
 }
 
 int
@@ -390,12 +484,17 @@ tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_re
   CLEANUP_FREE char *body = tc_kv_encode(req, &path);
   if (!body)
     return -1;
+  bool was_down;
+  {
+    SCOPED_LOCK(&kv->lock);
+    was_down = kv->down_at != 0;
+    if (was_down && now_s() - kv->down_at < DOWN_HOLD_S)
+      return tc_error(kv->down_err, "%s", kv->down_msg);
+  }
   struct curl_slist *hdrs = json_headers();
-  CURL *e = pool_get(kv);
-  if (!hdrs || !e) {
+  CURL *e = hdrs ? pool_get(kv) : NULL;
+  if (!e) {
     curl_slist_free_all(hdrs);
-    if (e)
-      curl_easy_cleanup(e);
     return tc_error(ENOMEM, "kv: out of memory");
   }
   int start;
@@ -403,9 +502,10 @@ tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_re
     SCOPED_LOCK(&kv->lock);
     start = kv->cur;
   }
-  double deadline = now_s() + kv->request_ms / 1e3;
+  double deadline = now_s() + (was_down ? 0 : kv->request_ms / 1e3);
   struct buf resp = { 0 };
   int rv = -1;
+  enum attempt a = A_FAILED;
   for (int attempt = 0;; attempt++) {
     int ep = (start + attempt) % kv->n_urls;
     resp.len = 0;
@@ -413,15 +513,30 @@ tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_re
     setup_easy(kv, e, ep, path, body, hdrs, false);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, buf_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &resp);
+    struct blocking_progress prog = { .kv = kv, .e = e };
+    curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, blocking_xferinfo);
+    curl_easy_setopt(e, CURLOPT_XFERINFODATA, &prog);
     CURLcode rc = curl_easy_perform(e);
-    enum attempt a = finish_attempt(kv, req, ep, e, rc, &resp, res);
+    if (rc == CURLE_ABORTED_BY_CALLBACK && prog.silent)
+      rc = CURLE_OPERATION_TIMEDOUT;
+    a = finish_attempt(kv, req, ep, e, rc, &resp, res);
     if (a == A_DONE) {
       SCOPED_LOCK(&kv->lock);
       kv->cur = ep;
+      kv->down_at = 0;
       rv = 0;
       break;
     }
-    if (a == A_FAILED || now_s() >= deadline)
+    if (a == A_NEXT_ENDPOINT) {
+      /* Other callers skip it too until one finds it working again. */
+      SCOPED_LOCK(&kv->lock);
+      if (kv->cur == ep)
+        kv->cur = (ep + 1) % kv->n_urls;
+    }
+    /* Past the deadline, still try each endpoint once: one that stopped
+     * answering may have used up the time alone. */
+    if (a == A_FAILED || (now_s() >= deadline && attempt + 1 >= kv->n_urls))
       break;
     /* Every endpoint failed once: pause before the next round; a TLS
      * verification failure will not heal by waiting. */
@@ -432,9 +547,26 @@ tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_re
       nanosleep(&ts, NULL);
     }
   }
+  if (rv < 0 && a == A_NEXT_ENDPOINT) {
+    int err = errno;
+    SCOPED_LOCK(&kv->lock);
+    kv->down_at = now_s();
+    kv->down_err = err;
+    snprintf(kv->down_msg, sizeof kv->down_msg, "%s", tc_last_error());
+    errno = err;
+  }
+  else if (rv < 0) {
+    /* A server answered (with an error): reachable. */
+    int err = errno;
+    SCOPED_LOCK(&kv->lock);
+    kv->down_at = 0;
+    errno = err;
+  }
+  int err = errno;
   free(resp.p);
   curl_slist_free_all(hdrs);
   pool_put(kv, e);
+  errno = err;
   return rv;
 }
 
@@ -565,6 +697,7 @@ xfer_start(struct tc_kv *kv, struct xfer *x)
     curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, &x->resp);
   }
   curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
+  x->quiet = (struct silence) { 0 };
   if (curl_multi_add_handle(kv->multi, x->easy) != CURLM_OK)
     return tc_error(EIO, "kv: curl_multi_add_handle failed");
   x->next = kv->active;
@@ -617,6 +750,29 @@ watch_reap(struct tc_kv *kv, struct tc_kv_watch *w)
   pthread_cond_broadcast(&kv->cond);
 }
 
+/* The first queued request whose endpoint has a free connection, taken
+ * off the queue and counted on it; NULL if none (under kv->lock). A
+ * request not yet tried goes to the endpoint in use now; one failing over
+ * keeps the endpoint it was given. */
+static struct xfer *
+queue_take(struct tc_kv *kv)
+{
+  for (struct xfer **p = &kv->queue, *prev = NULL; *p; prev = *p, p = &(*p)->next) {
+    struct xfer *x = *p;
+    int ep = x->tried ? x->ep : kv->cur;
+    if (kv->n_active_ep[ep] >= CONNS_PER_ENDPOINT)
+      continue;
+    *p = x->next;
+    if (kv->queue_tail == x)
+      kv->queue_tail = prev;
+    x->next = NULL;
+    x->ep = ep;
+    kv->n_active_ep[ep]++;
+    return x;
+  }
+  return NULL;
+}
+
 /* Take the queue and the canceled watches (on the loop thread). */
 static void
 process_queue(struct tc_kv *kv)
@@ -625,19 +781,13 @@ process_queue(struct tc_kv *kv)
     struct xfer *x;
     {
       SCOPED_LOCK(&kv->lock);
-      if (!kv->queue || kv->n_active_req >= MAX_INFLIGHT)
+      if (!(x = queue_take(kv)))
         break;
-      x = kv->queue;
-      kv->queue = x->next;
-      if (!kv->queue)
-        kv->queue_tail = NULL;
-      kv->n_active_req++;
     }
-    x->next = NULL;
     if (xfer_start(kv, x) < 0) {
       {
         SCOPED_LOCK(&kv->lock);
-        kv->n_active_req--;
+        kv->n_active_ep[x->ep]--;
       }
       complete_req(x, errno, tc_last_error(), NULL);
       xfer_free(x);
@@ -686,42 +836,42 @@ schedule_reconnect(struct tc_kv_watch *w, bool failed)
   w->backoff_ms = w->backoff_ms * 2 > 2000 ? 2000 : w->backoff_ms * 2;
 }
 
-/* Handle finished transfers. */
+/* A transfer is over (off the multi handle) with rc: deliver, fail over
+ * or reconnect. */
 static void
-process_done(struct tc_kv *kv)
+xfer_done(struct tc_kv *kv, struct xfer *x, CURLcode rc)
 {
-  CURLMsg *m;
-  int left;
-  while ((m = curl_multi_info_read(kv->multi, &left))) {
-    if (m->msg != CURLMSG_DONE)
-      continue;
-    struct xfer *x;
-    CURLcode rc = m->data.result;
-    curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **) &x);
-    unlink_active(kv, x);
-    if (x->kind == X_WATCH) {
-      struct tc_kv_watch *w = x->w;
-      if (!w->reconnect_now)
-        tc_debug("kv: watch stream from %s ended: %s", kv->urls[x->ep],
-                 rc == CURLE_OK ? "closed by the server" : curl_easy_strerror(rc));
-      w->x = NULL;
-      xfer_free(x);
-      schedule_reconnect(w, !w->reconnect_now);
-      continue;
-    }
+  if (x->kind == X_WATCH) {
+    struct tc_kv_watch *w = x->w;
+    if (!w->reconnect_now)
+      tc_debug("kv: watch stream from %s ended: %s", kv->urls[x->ep],
+               rc == CURLE_OK ? "closed by the server" : curl_easy_strerror(rc));
+    w->x = NULL;
+    xfer_free(x);
+    schedule_reconnect(w, !w->reconnect_now);
+    return;
+  }
+  {
     struct tc_kv_result res;
     memset(&res, 0, sizeof res);
     enum attempt a = finish_attempt(kv, &x->req, x->ep, x->easy, rc, &x->resp, &res);
-    if (a == A_NEXT_ENDPOINT && ++x->tried < kv->n_urls) {
-      x->ep = (x->ep + 1) % kv->n_urls;
-      if (xfer_start(kv, x) == 0)
-        continue;
-    }
     {
       SCOPED_LOCK(&kv->lock);
-      kv->n_active_req--;
+      kv->n_active_ep[x->ep]--;
       if (a == A_DONE)
         kv->cur = x->ep;
+      else if (a == A_NEXT_ENDPOINT && ++x->tried < kv->n_urls) {
+        /* Fail over: first in line for a connection to the next one, and
+         * send the requests still queued there too. */
+        if (kv->cur == x->ep)
+          kv->cur = (x->ep + 1) % kv->n_urls;
+        x->ep = (x->ep + 1) % kv->n_urls;
+        x->next = kv->queue;
+        kv->queue = x;
+        if (!kv->queue_tail)
+          kv->queue_tail = x;
+        return;
+      }
     }
     if (a == A_DONE)
       complete_req(x, 0, NULL, &res);
@@ -733,6 +883,59 @@ process_done(struct tc_kv *kv)
     }
     xfer_free(x);
   }
+}
+
+/* Handle finished transfers. */
+static void
+process_done(struct tc_kv *kv)
+{
+  CURLMsg *m;
+  int left;
+  while ((m = curl_multi_info_read(kv->multi, &left))) {
+    if (m->msg != CURLMSG_DONE)
+      continue;
+    struct xfer *x;
+    curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **) &x);
+    CURLcode rc = m->data.result;
+    unlink_active(kv, x);
+    xfer_done(kv, x, rc);
+  }
+}
+
+/* How often the loop looks for silent requests while any is on the multi. */
+#define SILENCE_TICK 0.1
+
+/* Fail the requests whose server went silent (they then fail over);
+ * returns seconds until the next look (a large number: none active). */
+static double
+check_silence(struct tc_kv *kv)
+{
+  double now = now_s();
+  bool any = false;
+  for (struct xfer *x = kv->active, *next; x; x = next) {
+    next = x->next;
+    if (x->kind != X_REQ)
+      continue;
+    if (!silent_for(&x->quiet, x->easy, kv->request_ms, now)) {
+      any = true;
+      continue;
+    }
+    unlink_active(kv, x);
+    xfer_done(kv, x, CURLE_OPERATION_TIMEDOUT);
+  }
+  return any ? SILENCE_TICK : 1e9;
+}
+
+/* check_silence when due; returns seconds until it is due again. */
+static double
+service_silence(struct tc_kv *kv)
+{
+  double now = now_s();
+  if (!kv->silence_due || kv->silence_due <= now) {
+    double next = check_silence(kv);
+    kv->silence_due = next < 1e8 ? now + next : 0;
+  }
+  return kv->silence_due ? kv->silence_due - now : 1e9;
 }
 
 /* Reconnect watches that are due; returns seconds until the next one (or
@@ -772,9 +975,12 @@ loop_thread(void *arg)
     int running;
     curl_multi_perform(kv->multi, &running);
     process_done(kv);
+    double next = service_silence(kv);
     /* Completions free room for queued requests: start them now. */
     process_queue(kv);
-    double next = service_retries(kv);
+    double retry = service_retries(kv);
+    if (retry < next)
+      next = retry;
     int ms = next > 1 ? 1000 : (int) (next * 1000) + 1;
     curl_multi_poll(kv->multi, NULL, 0, ms, NULL);
   }
@@ -808,6 +1014,8 @@ static void
 rearm(struct tc_kv *kv)
 {
   double now = now_s(), due = kv->curl_due;
+  if (kv->silence_due && (!due || kv->silence_due < due))
+    due = kv->silence_due;
   for (struct tc_kv_watch *w = kv->watches; w; w = w->next)
     if (!w->x && w->retry_at && (!due || w->retry_at < due))
       due = w->retry_at;
@@ -842,6 +1050,7 @@ tc_kv_loop_fd_ready(struct tc_kv *kv, int fd, int events)
   if (events & TC_KV_POLL_OUT) mask |= CURL_CSELECT_OUT;
   curl_multi_socket_action(kv->multi, fd, mask, &running);
   process_done(kv);
+  service_silence(kv);
   process_queue(kv);
   rearm(kv);
 }
@@ -856,6 +1065,7 @@ tc_kv_loop_timeout(struct tc_kv *kv)
     curl_multi_socket_action(kv->multi, CURL_SOCKET_TIMEOUT, 0, &running);
   }
   process_done(kv);
+  service_silence(kv);
   service_retries(kv);
   process_queue(kv);
   rearm(kv);
@@ -867,6 +1077,8 @@ tc_kv_loop_wakeup(struct tc_kv *kv)
   tl_loop_kv = kv;
   process_queue(kv);
   process_done(kv);
+  service_silence(kv);
+  process_queue(kv);
   rearm(kv);
 }
 
@@ -1201,9 +1413,9 @@ tc_kv_free(struct tc_kv *kv)
   tl_loop_kv = NULL;
   if (kv->multi)
     curl_multi_cleanup(kv->multi);
-  for (size_t i = 0; i < kv->n_pool; i++)
+  for (int i = 0; i < kv->n_pool; i++)
     curl_easy_cleanup(kv->pool[i]);
-  free(kv->pool);
+  free(kv->n_active_ep);
   for (int i = 0; i < kv->n_urls; i++)
     free(kv->urls[i]);
   free(kv->urls);
@@ -1213,6 +1425,7 @@ tc_kv_free(struct tc_kv *kv)
   free(kv->prefix);
   pthread_mutex_destroy(&kv->lock);
   pthread_cond_destroy(&kv->cond);
+  pthread_cond_destroy(&kv->pool_cond);
   free(kv);
 }
 

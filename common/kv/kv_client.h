@@ -14,12 +14,19 @@
  *  1. Blocking calls from any thread: tc_kv_get, tc_kv_get_prefix, tc_kv_put,
  *     tc_kv_delete, tc_kv_txn, tc_kv_lease_grant / _keepalive / _revoke, or
  *     the general tc_kv_request. Each returns 0, or -1 with errno and
- *     tc_last_error() set. Connections are pooled and reused; many threads may
- *     call at once. A request goes to the endpoint that last worked; when it
- *     cannot connect (refused, unreachable, timed out connecting, HTTP 503)
- *     it moves to the next endpoint, for up to etcd_slow_timeout ms in all.
- *     A transaction whose outcome is unknown (the connection broke after it
- *     was sent) is not retried: it fails with EIO.
+ *     tc_last_error() set. Connections are kept alive and reused: at most 8
+ *     blocking calls run at once per client, more callers wait their turn
+ *     (the non-blocking calls below likewise hold at most 8 connections per
+ *     endpoint and queue the rest). A request goes to the endpoint that last
+ *     worked; when it cannot connect (refused, unreachable, not connected
+ *     within etcd_quick_timeout, HTTP 503) or the server stops answering
+ *     (nothing sent or received for etcd_slow_timeout ms: a slow server that
+ *     keeps answering is waited for, and time spent waiting for a turn does
+ *     not count), it moves to the next endpoint. Blocking calls go round the
+ *     endpoints, pausing 100 ms after each round, until etcd_slow_timeout ms
+ *     have passed and each was tried; a non-blocking request tries each
+ *     endpoint once. A transaction whose outcome is unknown (the connection
+ *     broke after it was sent) is not retried: it fails with EIO.
  *
  *  2. Non-blocking: tc_kv_submit queues a request and returns at once; the
  *     callback runs later on the loop thread with the result. Watches
@@ -55,7 +62,8 @@
  *
  * Options used (tc_options.c): etcd_address (list of http[s]://host:port),
  * etcd_ca, etcd_client_cert + etcd_client_key (else cert + pkey),
- * etcd_quick_timeout (connect, ms), etcd_slow_timeout (request, ms),
+ * etcd_quick_timeout (connect, TCP and TLS, ms), etcd_slow_timeout (silence
+ * during a request, and the failover budget of a blocking call, ms),
  * etcd_prefix (only reported by tc_kv_prefix: keys are never rewritten). */
 #ifndef TROMCHO_KV_CLIENT_H
 #define TROMCHO_KV_CLIENT_H
@@ -160,8 +168,8 @@ struct tc_kv_options {
   int n_urls;
   const char *ca;             /* CA file for https (NULL: system store) */
   const char *cert, *key;     /* client certificate and key (NULL: none) */
-  long connect_timeout_ms;    /* 0: 1000 */
-  long request_timeout_ms;    /* 0: 5000 */
+  long connect_timeout_ms;    /* TCP + TLS connect, per attempt (0: 1000) */
+  long request_timeout_ms;    /* silence allowed during a request (0: 5000) */
   const char *prefix;         /* reported by tc_kv_prefix (NULL: "/tromcho") */
 };
 

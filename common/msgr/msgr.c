@@ -3,6 +3,7 @@
  * connections). */
 #include <config.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -67,10 +68,39 @@ tc_msgr_new(struct tc_evloop *loop, const struct tc_msgr_opts *o)
     goto fail;
   if (o->mon_ca && !(m->hs.mon_ca = tc_cert_trust_load(o->mon_ca)))
     goto fail;
+  /* Roles come from the CA a chain verifies against: two options naming
+   * one CA would give every holder of the one the role of the other. */
+  struct { const struct tc_cert_trust *t; const char *opt, *file; } cas[] = {
+    { m->hs.osd_ca, "osd_ca", o->osd_ca }, { m->hs.mon_ca, "mon_ca", o->mon_ca },
+    { m->hs.client_ca, "client_ca", o->client_ca },
+  };
+  for (int i = 0; i < 3; i++)
+    for (int j = i + 1; j < 3; j++)
+      if (cas[i].t && cas[j].t && tc_cert_trust_overlap(cas[i].t, cas[j].t)) {
+        tc_error(EINVAL, "tc_msgr_new: %s (%s) and %s (%s) name the same CA: every certificate of one "
+                 "would be taken for the other", cas[i].opt, cas[i].file, cas[j].opt, cas[j].file);
+        goto fail;
+      }
   m->max_ops = o->max_inflight_ops ? o->max_inflight_ops : 256;
   m->max_bytes = o->max_inflight_bytes ? o->max_inflight_bytes : 64 << 20;
   m->max_frame = o->max_frame ? o->max_frame : 64 << 20;
   m->hs_timeout_ms = o->handshake_timeout_ms ? o->handshake_timeout_ms : 10000;
+  m->max_conns = o->max_conns ? o->max_conns : 1024;
+  m->max_conns_per_addr = o->max_conns_per_addr ? o->max_conns_per_addr : 64;
+  m->conn_budget = o->conn_budget ? o->conn_budget : 16 << 20;
+  m->budget = o->budget ? o->budget : 256 << 20;
+  m->frame_timeout_ms = o->frame_timeout_ms ? o->frame_timeout_ms : 30000;
+  m->idle_timeout_ms = o->idle_timeout_ms ? o->idle_timeout_ms : 600000;
+  if (m->conn_budget < TC_MSGR_MIN_BUDGET) {
+    tc_error(EINVAL, "tc_msgr_new: msgr_conn_budget %" PRIu64 " is below %u bytes", m->conn_budget,
+             TC_MSGR_MIN_BUDGET);
+    goto fail;
+  }
+  if (m->budget < m->conn_budget) {
+    tc_error(EINVAL, "tc_msgr_new: msgr_process_budget %" PRIu64 " is below msgr_conn_budget %" PRIu64,
+             m->budget, m->conn_budget);
+    goto fail;
+  }
   m->on_request = o->on_request;
   m->on_conn = o->on_conn;
   m->arg = o->arg;
@@ -119,6 +149,30 @@ tc_msgr_new_from_config(struct tc_evloop *loop, const struct tc_config *cfg, int
   o.max_inflight_ops = (uint32_t) ops;
   o.max_inflight_bytes = (uint64_t) bytes;
   o.handshake_timeout_ms = (int) hto * 1000;
+  int64_t mc = tc_config_int(cfg, "msgr_max_conns"), mca = tc_config_int(cfg, "msgr_max_conns_per_addr");
+  int64_t cb = tc_config_int(cfg, "msgr_conn_budget"), pb = tc_config_int(cfg, "msgr_process_budget");
+  int64_t fto = tc_config_int(cfg, "msgr_frame_timeout"), ito = tc_config_int(cfg, "msgr_idle_timeout");
+  if (mc < 1 || mc > 1 << 20 || mca < 1 || mca > mc) {
+    tc_error(EINVAL, "options msgr_max_conns (1..1048576) and msgr_max_conns_per_addr (1..msgr_max_conns) "
+             "out of range: %" PRId64 ", %" PRId64, mc, mca);
+    return NULL;
+  }
+  if (cb < TC_MSGR_MIN_BUDGET || pb < cb) {
+    tc_error(EINVAL, "options msgr_conn_budget (>= %u) and msgr_process_budget (>= msgr_conn_budget) out "
+             "of range: %" PRId64 ", %" PRId64, TC_MSGR_MIN_BUDGET, cb, pb);
+    return NULL;
+  }
+  if (fto < 1 || fto > 86400 || ito < 1 || ito > 86400 * 7) {
+    tc_error(EINVAL, "options msgr_frame_timeout (1..86400 s) and msgr_idle_timeout (1..604800 s) out of "
+             "range: %" PRId64 ", %" PRId64, fto, ito);
+    return NULL;
+  }
+  o.max_conns = (uint32_t) mc;
+  o.max_conns_per_addr = (uint32_t) mca;
+  o.conn_budget = (uint64_t) cb;
+  o.budget = (uint64_t) pb;
+  o.frame_timeout_ms = (int) fto * 1000;
+  o.idle_timeout_ms = (int) ito * 1000;
   return tc_msgr_new(loop, &o);
 }
 
@@ -148,6 +202,16 @@ post(struct tc_evloop *loop, void *arg)
 {
   struct tc_msgr *m = arg;
   m->post_scheduled = 0;
+  /* Bytes of budget were released: connections waiting for room go on
+   * (each retry may close connections: start over after one goes). */
+  while (m->wake_budget && !m->freeing) {
+    m->wake_budget = 0;
+    for (struct tc_msgr_conn *c = m->conns; c; c = c->next)
+      if (c->rstate == R_BUDGET && tc_msgr_conn_budget_retry(c)) {
+        m->wake_budget = 1;
+        break;
+      }
+  }
   while (m->flushq || m->dead) {
     while (m->flushq) {
       struct tc_msgr_conn *c = m->flushq;
@@ -185,6 +249,7 @@ tc_msgr_free(struct tc_msgr *m)
     close(m->listen_fd);
     m->listen_fd = -1;
   }
+  tc_msgr_sweep_stop(m);
   while (m->conns)
     tc_msgr_conn_fail(m->conns, 0, "endpoint shut down");
   m->flushq = NULL;
@@ -221,6 +286,18 @@ sock_name(const struct sockaddr_storage *sa, char *buf, size_t len)
     snprintf(buf, len, "?");
 }
 
+/* The source address alone (no port), as the per-address cap counts it. */
+static void
+sock_addr(const struct sockaddr_storage *sa, char *buf, size_t len)
+{
+  char name[64];
+  sock_name(sa, name, sizeof name);
+  snprintf(buf, len, "%s", name);
+  char *colon = strrchr(buf, ':');
+  if (colon)
+    *colon = 0;
+}
+
 static void
 set_nodelay(int fd)
 {
@@ -242,8 +319,23 @@ on_accept(struct tc_evloop *loop, int fd, uint32_t events, void *arg)
       return;
     }
     set_nodelay(cfd);
-    char name[64];
+    char name[64], addr[64];
     sock_name(&sa, name, sizeof name);
+    sock_addr(&sa, addr, sizeof addr);
+    if (tc_msgr_admit_conn(m, addr) < 0) {
+      /* One warning a second at most: a flood must not flood the log. */
+      uint64_t now = tc_now_ms();
+      m->refused_conns++;
+      if (now - m->refused_log_ms >= 1000) {
+        m->refused_log_ms = now;
+        tc_warn("msgr: client %s refused: %s (%" PRIu64 " refused so far)", name, tc_last_error(),
+                m->refused_conns);
+      }
+      else
+        tc_debug("msgr: client %s refused: %s", name, tc_last_error());
+      close(cfd);
+      continue;
+    }
     struct tc_msgr_conn *c = tc_msgr_conn_new(m, cfd, 1, name);
     if (!c) {
       tc_warn("msgr: client %s: %s", name, tc_last_error());
@@ -294,6 +386,11 @@ tc_msgr_listen(struct tc_msgr *m, const char *host, int port)
   m->listen_port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *) &sa)->sin6_port
                          : ((struct sockaddr_in *) &sa)->sin_port);
   if (tc_evloop_add_fd(m->loop, fd, EPOLLIN, on_accept, m) < 0) {
+    close(fd);
+    return -1;
+  }
+  if (tc_msgr_sweep_start(m) < 0) {
+    tc_evloop_del_fd(m->loop, fd);
     close(fd);
     return -1;
   }

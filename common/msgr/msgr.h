@@ -63,6 +63,20 @@
  * or max_inflight_bytes of replies wait to be written, so TCP pushes back on
  * the client; no queue grows without bound.
  *
+ * Hostile peers (a server's accepted connections). A request whose
+ * payload is over the operation's limit (tc_msgr_set_request_limit) closes
+ * the connection. An incoming payload is reserved against a per-connection
+ * (conn_budget) and a per-endpoint (budget) count when its header arrives,
+ * and kept reserved until the request is answered; a frame that does not
+ * fit waits, unread, until replies free room. The buffer itself grows as
+ * the bytes arrive, so announcing a frame commits no memory. Connections
+ * are capped in total (max_conns) and per source address
+ * (max_conns_per_addr): more are closed at once. A handshake must finish
+ * within handshake_timeout; a half-received frame that stalls for
+ * frame_timeout, or a non-OSD peer silent for idle_timeout with nothing in
+ * flight, is closed. With use_perms an OSD also refuses anonymous peers
+ * (tc_msgr_set_allowed_roles).
+ *
  * Copies. Request and reply payloads are written straight from the
  * caller's iovecs (none/payload) or sealed into one buffer (gcm; with
  * TC_MSGR_INPLACE the caller's buffers are sealed in place, no copy).
@@ -137,6 +151,11 @@ typedef void (*tc_msgr_request_cb)(struct tc_msgr_conn *c, const struct tc_frame
 enum { TC_MSGR_UP = 1, TC_MSGR_DOWN = 2 };
 typedef void (*tc_msgr_conn_cb)(struct tc_msgr_conn *c, int event, int err, void *arg);
 
+/* The largest payload a request with this header may carry (a server
+ * closes the connection of a peer that announces more): the protocol's
+ * real maximum for the operation. */
+typedef uint32_t (*tc_msgr_limit_cb)(const struct tc_frame_hdr *hdr, void *arg);
+
 struct tc_msgr_opts {
   int mode;                      /* proto_checksums */
   int force;                     /* force_proto_checksums or TC_MODE_UNSET */
@@ -147,6 +166,13 @@ struct tc_msgr_opts {
   uint64_t max_inflight_bytes;   /* 0 = 64 MiB */
   uint32_t max_frame;            /* largest payload accepted; 0 = 64 MiB */
   int handshake_timeout_ms;      /* 0 = 10 s */
+  /* Limits on accepted connections (hostile peers, DESIGN.md section 5). */
+  uint32_t max_conns;            /* 0 = 1024 */
+  uint32_t max_conns_per_addr;   /* 0 = 64 */
+  uint64_t conn_budget;          /* request payload held per connection; 0 = 16 MiB */
+  uint64_t budget;               /* ... by all connections; 0 = 256 MiB */
+  int frame_timeout_ms;          /* a half-received frame may stall this long; 0 = 30 s */
+  int idle_timeout_ms;           /* a silent non-OSD peer with nothing in flight; 0 = 600 s */
   int rekey_log2;                /* server: key update every 2^n records; 0 = 20 */
   int unchecked_key;             /* tests only: do not check that pkey matches cert */
   tc_msgr_request_cb on_request; /* server side */
@@ -164,6 +190,12 @@ struct tc_msgr *tc_msgr_new(struct tc_evloop *loop, const struct tc_msgr_opts *o
 void tc_msgr_set_callbacks(struct tc_msgr *m, tc_msgr_request_cb on_request, tc_msgr_conn_cb on_conn,
                            void *arg);
 void tc_msgr_set_allowed_roles(struct tc_msgr *m, unsigned roles);
+/* Server: the per-operation payload limit (default: max_frame for all). */
+void tc_msgr_set_request_limit(struct tc_msgr *m, tc_msgr_limit_cb fn, void *arg);
+/* Endpoint counters: accepted connections alive, refused by the caps,
+ * request payload bytes reserved now. */
+struct tc_msgr_ep_stats { uint64_t conns, refused, committed; };
+void tc_msgr_ep_stats(const struct tc_msgr *m, struct tc_msgr_ep_stats *st);
 /* Closes every connection and listener (DOWN callbacks run), frees m. */
 void tc_msgr_free(struct tc_msgr *m);
 /* Whether this endpoint will use keys as a client (has osd_ca) / server

@@ -37,7 +37,7 @@ update_events(struct tc_msgr_conn *c)
   if (c->state == C_CLOSED)
     return;
   uint32_t ev = c->state == C_CONNECTING ? EPOLLOUT
-    : (c->paused ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0);
+    : (c->paused || c->rstate == R_BUDGET ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0);
   tc_evloop_mod_fd(c->m->loop, c->fd, ev);
 }
 
@@ -60,10 +60,16 @@ tc_msgr_conn_new(struct tc_msgr *m, int fd, int is_server, const char *peername)
   }
   c->m = m;
   c->fd = fd;
+  c->last_rx_ms = tc_now_ms();
   c->rcap = RBUF_SIZE;
   c->is_server = is_server;
   c->state = C_CONNECTING;
   snprintf(c->peername, sizeof c->peername, "%s", peername);
+  /* "host:port" or "[v6]:port" -> the host, for the per-address cap. */
+  snprintf(c->peeraddr, sizeof c->peeraddr, "%s", peername);
+  char *colon = strrchr(c->peeraddr, ':');
+  if (colon)
+    *colon = 0;
   if (tc_hs_init(&c->hs, &m->hs, is_server) < 0 ||
       tc_evloop_add_fd(m->loop, fd, is_server ? EPOLLIN : EPOLLOUT, conn_event, c) < 0) {
     tc_hs_clear(&c->hs);
@@ -76,6 +82,8 @@ tc_msgr_conn_new(struct tc_msgr *m, int fd, int is_server, const char *peername)
   if (m->conns)
     m->conns->prev = c;
   m->conns = c;
+  if (is_server)
+    m->nserved++;
   return c;
 }
 
@@ -104,6 +112,9 @@ tc_msgr_conn_fail(struct tc_msgr_conn *c, int err, const char *fmt, ...)
   tc_evloop_del_fd(m->loop, c->fd);
   close(c->fd);
   c->fd = -1;
+  if (c->is_server)
+    m->nserved--;
+  tc_msgr_budget_release_all(c);
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -267,7 +278,8 @@ tc_msgr_conn_flush(struct tc_msgr_conn *c)
   }
   /* Replies written: a paused server may read again (and parse what it
    * already holds). */
-  if (c->paused && c->srv_ops < c->m->max_ops && c->out_bytes < c->m->max_bytes) {
+  if (c->paused && c->srv_ops < c->m->max_ops && c->out_bytes < c->m->max_bytes &&
+      !tc_msgr_budget_conn_full(c)) {
     c->paused = 0;
     update_events(c);
     do_read(c);
@@ -421,6 +433,7 @@ tc_msgr_reply(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, const stru
       free_fn(free_arg);
     return tc_error(ENOTCONN, "reply to %s: connection closed", c->peername);
   }
+  tc_msgr_budget_answered(c, hdr->req_id);
   struct tc_out *o = calloc(1, sizeof *o);
   struct tc_frame_hdr h = *hdr;
   h.flags |= TC_FRAME_REPLY;
@@ -508,25 +521,69 @@ begin_payload(struct tc_msgr_conn *c)
       return -1;
     }
   }
+  if (c->is_server) {
+    uint32_t max = tc_msgr_request_max(c->m, h);
+    if (h->len > max) {
+      tc_msgr_conn_fail(c, EMSGSIZE, "request (opcode %u) announces %u payload bytes, more than the %u "
+                        "its operation allows", h->opcode, h->len, max);
+      return -1;
+    }
+  }
   c->cur_req = req;
   c->pl_need = tc_frame_payload_wire(&c->fr, h->len);
   c->pl_got = 0;
   c->pl = NULL;
+  c->pl_cap = 0;
   c->pl_owned = 0;
-  if (h->len) {
-    if (req && req->rbuf && h->len <= req->rbuf_len)
-      c->pl = req->rbuf;
-    else {
-      c->pl = malloc(h->len);
-      if (!c->pl) {
-        tc_msgr_conn_fail(c, ENOMEM, "payload of %u bytes: out of memory", h->len);
-        return -1;
-      }
-      c->pl_owned = 1;
-    }
+  if (h->len && req && req->rbuf && h->len <= req->rbuf_len) {
+    c->pl = req->rbuf;
+    c->pl_cap = h->len;
+  }
+  /* Memory for the payload is committed as its bytes arrive (pl_grow);
+   * a server first reserves it against its budgets. */
+  if (c->is_server && h->len && tc_msgr_budget_reserve(c, h->len) < 0) {
+    c->rstate = R_BUDGET;
+    update_events(c);
+    return 0;
   }
   c->rstate = R_PAYLOAD;
   return 0;
+}
+
+/* Make room for the payload's first want bytes (want <= cur.len). */
+static int
+pl_grow(struct tc_msgr_conn *c, size_t want)
+{
+  if (want <= c->pl_cap)
+    return 0;
+  size_t ncap = c->pl_cap ? c->pl_cap * 2 : RBUF_SIZE;
+  if (ncap < want)
+    ncap = want;
+  if (ncap > c->cur.len)
+    ncap = c->cur.len;
+  uint8_t *p = realloc(c->pl_owned ? c->pl : NULL, ncap);
+  if (!p) {
+    tc_msgr_conn_fail(c, ENOMEM, "payload of %u bytes: out of memory", c->cur.len);
+    return -1;
+  }
+  c->pl = p;
+  c->pl_owned = 1;
+  c->pl_cap = ncap;
+  return 0;
+}
+
+/* A connection waiting for budget: take it now if there is room, and read
+ * on. Returns 1 if it goes on. */
+int
+tc_msgr_conn_budget_retry(struct tc_msgr_conn *c)
+{
+  if (c->state != C_UP || c->rstate != R_BUDGET || tc_msgr_budget_reserve(c, c->cur.len) < 0)
+    return 0;
+  c->rstate = R_PAYLOAD;
+  c->last_rx_ms = tc_now_ms();
+  update_events(c);
+  do_read(c);
+  return 1;
 }
 
 static int
@@ -544,7 +601,12 @@ finish_payload(struct tc_msgr_conn *c)
   struct tc_frame_hdr h = c->cur;
   if (c->is_server) {
     c->srv_ops++;
-    if (c->srv_ops >= c->m->max_ops || c->out_bytes >= c->m->max_bytes) {
+    if (tc_msgr_budget_deliver(c, h.req_id) < 0) {
+      free(payload);
+      tc_msgr_conn_fail(c, ENOMEM, "request %" PRIu64 ": %s", h.req_id, tc_last_error());
+      return -1;
+    }
+    if (c->srv_ops >= c->m->max_ops || c->out_bytes >= c->m->max_bytes || tc_msgr_budget_conn_full(c)) {
       c->paused = 1;   /* back-pressure: stop reading until replies go out */
       update_events(c);
     }
@@ -601,7 +663,7 @@ parse(struct tc_msgr_conn *c)
       hs_done(c);
       continue;
     }
-    if (c->state != C_UP || c->paused)
+    if (c->state != C_UP || c->paused || c->rstate == R_BUDGET)
       return 0;
     if (c->rstate == R_HDR) {
       size_t hw = tc_frame_hdr_wire(&c->fr);
@@ -638,6 +700,9 @@ parse(struct tc_msgr_conn *c)
     }
     size_t need = c->pl_need - c->pl_got;
     size_t n = avail < need ? avail : need;
+    size_t upto = c->pl_got + n < c->cur.len ? c->pl_got + n : c->cur.len;
+    if (pl_grow(c, upto) < 0)
+      return -1;
     for (size_t done = 0; done < n;) {
       size_t at = c->pl_got + done;
       size_t k;
@@ -664,15 +729,18 @@ static void
 do_read(struct tc_msgr_conn *c)
 {
   for (int round = 0; round < tc_msgr_read_rounds; round++) {
-    if (parse(c) < 0 || c->paused)
+    if (parse(c) < 0 || c->paused || c->rstate == R_BUDGET)
       return;
     ssize_t n;
     if (c->rstate == R_PAYLOAD && c->state == C_UP && c->rpos == c->rlen &&
         c->cur.len - c->pl_got >= DIRECT_READ_MIN && c->pl_got < c->cur.len) {
-      n = read(c->fd, c->pl + c->pl_got, c->cur.len - c->pl_got);
+      if (pl_grow(c, c->pl_got + DIRECT_READ_MIN) < 0)
+        return;
+      n = read(c->fd, c->pl + c->pl_got, c->pl_cap - c->pl_got);
       if (n > 0) {
         c->pl_got += (size_t) n;
         c->st.bytes_in += (uint64_t) n;
+        c->last_rx_ms = tc_now_ms();
         continue;
       }
     }
@@ -688,6 +756,7 @@ do_read(struct tc_msgr_conn *c)
       if (n > 0) {
         c->rlen += (size_t) n;
         c->st.bytes_in += (uint64_t) n;
+        c->last_rx_ms = tc_now_ms();
         continue;
       }
     }

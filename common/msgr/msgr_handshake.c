@@ -440,7 +440,7 @@ server_on_client_cert(struct tc_hs *hs, const uint8_t *body, size_t len, struct 
   for (int i = 0; i < 3; i++) {
     if (!cas[i].t)
       continue;
-    hs->peer = tc_cert_verify_chain(cas[i].t, der, dlen, n);
+    hs->peer = tc_cert_verify_chain(cas[i].t, der, dlen, n, TC_CERT_CLIENT);
     if (hs->peer) {
       hs->ident.role = cas[i].role;
       snprintf(hs->ident.name, sizeof hs->ident.name, "%s", tc_cert_peer_cn(hs->peer));
@@ -513,7 +513,7 @@ client_on_server_cert(struct tc_hs *hs, const uint8_t *body, size_t len, struct 
   if (parse_chain(body, len, der, dlen, &n) < 0)
     return refuse(hs, out, EBADMSG, "server %s", tc_last_error());
   tc_cert_der_cn(der[0], dlen[0], cn, sizeof cn);
-  hs->peer = tc_cert_verify_chain(hs->cfg->osd_ca, der, dlen, n);
+  hs->peer = tc_cert_verify_chain(hs->cfg->osd_ca, der, dlen, n, TC_CERT_SERVER);
   if (!hs->peer)
     return refuse(hs, out, EACCES, "server certificate CN=%s is not an OSD certificate of this cluster "
                   "(does not verify against osd_ca): %s", cn, tc_last_error());

@@ -69,6 +69,7 @@ int tc_frame_open_payload(struct tc_frame_ctx *f, const struct tc_frame_hdr *hdr
 /* ---- handshake (msgr_handshake.c) ---- */
 
 #define TC_HS_MAX_MSG 32768
+#define TC_MSGR_MIN_BUDGET (1u << 20)   /* a budget holds at least the largest OSD request */
 
 struct tc_hs_cfg {
   int mode, force;
@@ -115,6 +116,18 @@ struct tc_msgr {
   uint64_t max_bytes;
   uint32_t max_frame;
   int hs_timeout_ms;
+  /* limits on accepted connections (msgr_limits.c) */
+  uint32_t max_conns, max_conns_per_addr;
+  uint32_t nserved;                /* accepted connections alive */
+  uint64_t conn_budget, budget;    /* request payload bytes: per connection, all together */
+  uint64_t committed;              /* request payload bytes reserved now (all connections) */
+  int frame_timeout_ms, idle_timeout_ms;
+  struct tc_timer *sweep_timer;
+  int wake_budget;                 /* bytes were released: retry the connections waiting */
+  uint64_t refused_conns;          /* counters for tests and logs */
+  uint64_t refused_log_ms;         /* last refusal logged as a warning */
+  tc_msgr_limit_cb request_limit;
+  void *limit_arg;
   tc_msgr_request_cb on_request;
   tc_msgr_conn_cb on_conn;
   void *arg;
@@ -141,7 +154,7 @@ struct tc_out {
 };
 
 enum { C_CONNECTING, C_HANDSHAKE, C_UP, C_CLOSED };
-enum { R_HDR, R_PAYLOAD };
+enum { R_HDR, R_PAYLOAD, R_BUDGET };   /* R_BUDGET: header read, waiting for budget */
 #define TC_MSGR_HASH 256
 
 struct tc_msgr_conn {
@@ -151,6 +164,7 @@ struct tc_msgr_conn {
   int in_flushq;
   int fd, state, is_server, close_err, up_reported, clean_eof;
   char peername[64];
+  char peeraddr[64];               /* the source address without the port */
   char close_reason[700];
   tc_msgr_conn_cb cb;
   void *cb_arg, *data;
@@ -166,7 +180,8 @@ struct tc_msgr_conn {
   struct tc_frame_hdr cur;
   uint8_t *pl;
   int pl_owned;
-  size_t pl_got, pl_need;
+  size_t pl_got, pl_need, pl_cap;
+  uint64_t last_rx_ms;             /* last time bytes arrived */
   uint8_t pl_tag[TC_FRAME_TAG];
   struct tc_msgr_req *cur_req;
   /* writing */
@@ -182,6 +197,9 @@ struct tc_msgr_conn {
   uint64_t nwaiting;
   /* server side */
   uint32_t srv_ops;
+  uint64_t srv_bytes;              /* reserved request payload: receiving + unanswered */
+  uint64_t pl_reserved;            /* of which the frame being received */
+  struct tc_msgr_pending *pending[TC_MSGR_HASH];   /* unanswered requests' reservations */
   struct tc_msgr_stats st;
 };
 
@@ -193,9 +211,37 @@ struct tc_msgr_conn *tc_msgr_conn_new(struct tc_msgr *m, int fd, int is_server, 
 void tc_msgr_conn_start(struct tc_msgr_conn *c);      /* socket connected: begin the handshake */
 void tc_msgr_conn_destroy(struct tc_msgr_conn *c);    /* free a closed connection (DOWN runs) */
 void tc_msgr_conn_flush(struct tc_msgr_conn *c);
+/* A connection waiting for budget (R_BUDGET): go on if there is room now
+ * (1), else keep waiting (0). */
+int tc_msgr_conn_budget_retry(struct tc_msgr_conn *c);
 void tc_msgr_conn_fail(struct tc_msgr_conn *c, int err, const char *fmt, ...)
   __attribute__((format(printf, 3, 4)));
 /* msgr.c */
 void tc_msgr_schedule_post(struct tc_msgr *m);
+
+/* msgr_limits.c: caps on accepted connections, payload budgets, timeouts. */
+struct tc_msgr_pending {
+  struct tc_msgr_pending *next;
+  uint64_t req_id, bytes;
+};
+/* Whether a new connection from addr may be accepted (0) or not (-1, with
+ * the reason in tc_last_error()). */
+int tc_msgr_admit_conn(struct tc_msgr *m, const char *addr);
+/* The largest payload a request with this header may carry on this server. */
+uint32_t tc_msgr_request_max(const struct tc_msgr *m, const struct tc_frame_hdr *h);
+/* Reserve len bytes of budget for the frame c is receiving: 0, or -1 when
+ * the budget is full now (c waits in R_BUDGET and is retried). */
+int tc_msgr_budget_reserve(struct tc_msgr_conn *c, uint64_t len);
+/* The frame c received is a request now unanswered: keep its reservation
+ * under req_id until tc_msgr_budget_answered(). */
+int tc_msgr_budget_deliver(struct tc_msgr_conn *c, uint64_t req_id);
+void tc_msgr_budget_answered(struct tc_msgr_conn *c, uint64_t req_id);
+/* Release everything c holds (it is closing). */
+void tc_msgr_budget_release_all(struct tc_msgr_conn *c);
+/* Whether c is over its own budget (stop reading until replies go out). */
+int tc_msgr_budget_conn_full(const struct tc_msgr_conn *c);
+/* Start the endpoint's sweep timer (idle and stalled-frame timeouts). */
+int tc_msgr_sweep_start(struct tc_msgr *m);
+void tc_msgr_sweep_stop(struct tc_msgr *m);
 
 #endif

@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# run-fuzz.sh TARGET SECONDS [libFuzzer options...]
+# run-fuzz.sh TARGET|all SECONDS [libFuzzer options...]
 #
-# Runs the libFuzzer target tests/fuzz/fuzz-TARGET for SECONDS seconds
-# starting from its seed corpus, and fails (exit 1) on a crash, a leak, a
-# sanitizer report or a timeout, printing the reproducer's path. New
-# interesting inputs are kept in a work corpus (FUZZ_WORKDIR, default a
-# temporary folder) so that the seed corpus in the tree is never written to.
+# Runs the libFuzzer target fuzz-TARGET (or, with `all`, every fuzz target
+# built, ONE AT A TIME under `nice -n 10`) for SECONDS seconds each, starting
+# from its seed corpus, and fails (exit 1) on a crash, a leak, a sanitizer
+# report or a timeout, printing the reproducer's path. New interesting inputs
+# are kept in a work corpus (FUZZ_WORKDIR, default a temporary folder) so the
+# seed corpus in the tree is never written to, unless FUZZ_MERGE=1: then the
+# work corpus is minimised into the seed corpus (-merge=1: only inputs that
+# add coverage are copied in), which is how the corpora in the tree grow.
+# The last line per target is a summary: runs, execs/s, coverage (edges, cov)
+# and features (ft) as libFuzzer counts them.
 #
-# Build first, with clang:
-#   mkdir /tmp/fuzz && cd /tmp/fuzz && $SRCDIR/configure --enable-fuzzing CC=clang && make -j2
-#   $SRCDIR/tests/fuzz/run-fuzz.sh config 180
-# (--enable-fuzzing implies ASan+UBSan and builds all code with coverage.)
-# Reproduce a crash: tests/fuzz/fuzz-TARGET CRASH-FILE
+# The documented run (item 5 of issue 12): every target, 10 minutes each,
+# under ASan+UBSan, in a separate copy of the tree:
+#   mkdir /tmp/fuzz && git archive HEAD | tar -x -C /tmp/fuzz && cd /tmp/fuzz &&
+#   ./autogen.sh && ./configure --enable-fuzzing CC=clang && make -j2
+#   FUZZ_MERGE=1 SRCDIR/tests/fuzz/run-fuzz.sh all 600
+# (--enable-fuzzing implies ASan+UBSan and builds all code with coverage;
+# SRCDIR is your worktree when you want its corpora to grow.)
+# Reproduce a crash: tests/fuzz/fuzz-TARGET CRASH-FILE, then add CRASH-FILE
+# to the target's seed corpus: test-fuzz-corpus.sh replays it every run.
 #
 # Adding a fuzz target (fuzz-frame, fuzz-handshake, fuzz-kv-request, ...):
 #   1. tests/fuzz/fuzz-NAME.c defines LLVMFuzzerTestOneInput(data, size) and
@@ -28,11 +37,14 @@
 #        fuzz_fuzz_NAME_LDADD = $(LIBTROMCHO)
 #        fuzz_fuzz_NAME_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LDFLAGS)
 #      and add the corpus folder and dictionary to EXTRA_DIST.
-#   4. That is all: `run-fuzz.sh NAME SECONDS` finds it, and in a fuzzing
-#      build `make check` replays every corpus once (test-fuzz-corpus.sh).
+#   4. That is all: `run-fuzz.sh NAME SECONDS` and `run-fuzz.sh all` find
+#      it, and in a fuzzing build `make check` replays every corpus once
+#      (test-fuzz-corpus.sh).
+# Older targets keep their binary in tests/ and their corpus in
+# tests/fuzz-corpus/NAME or tests/fuzz/corpus/NAME: both are found too.
 set -u
 if [ $# -lt 2 ]; then
-  echo "usage: $0 TARGET SECONDS [libFuzzer options...]" >&2
+  echo "usage: $0 TARGET|all SECONDS [libFuzzer options...]" >&2
   exit 2
 fi
 target=$1 secs=$2
@@ -40,16 +52,54 @@ shift 2
 case $secs in (''|*[!0-9]*) echo "$0: SECONDS must be a whole number, not '$secs'" >&2; exit 2;; esac
 srcdir=$(cd "$(dirname "$0")" && pwd)
 : "${top_builddir:=$PWD}"
-bin=
-for b in "$top_builddir/tests/fuzz/fuzz-$target" "$top_builddir/fuzz/fuzz-$target" "$srcdir/fuzz-$target"; do
-  [ -x "$b" ] && { bin=$b; break; }
-done
-if [ -z "$bin" ]; then
-  echo "$0: fuzz-$target not found under $top_builddir/tests/fuzz: build with ./configure --enable-fuzzing CC=clang && make (or set top_builddir)" >&2
-  exit 2
+
+# fuzz_bin NAME, fuzz_seeds NAME: where a target's binary and seed corpus are.
+fuzz_bin() {
+  local b
+  for b in "$top_builddir/tests/fuzz/fuzz-$1" "$top_builddir/tests/fuzz-$1" \
+           "$top_builddir/fuzz/fuzz-$1" "$top_builddir/fuzz-$1"; do
+    [ -x "$b" ] && [ -f "$b" ] && { echo "$b"; return 0; }
+  done
+  return 1
+}
+fuzz_seeds() {
+  local d
+  for d in "$srcdir/corpus-$1" "$srcdir/corpus/$1" "$srcdir/../fuzz-corpus/$1"; do
+    [ -d "$d" ] && { (cd "$d" && pwd); return 0; }
+  done
+  return 1
+}
+
+if [ "$target" = all ]; then
+  shopt -s nullglob
+  names=()
+  for b in "$top_builddir"/tests/fuzz/fuzz-* "$top_builddir"/tests/fuzz-*; do
+    [ -x "$b" ] && [ -f "$b" ] || continue
+    n=${b##*/fuzz-}
+    case $n in (*.*) continue;; esac
+    names+=("$n")
+  done
+  [ ${#names[@]} -gt 0 ] || { echo "$0: no fuzz targets under $top_builddir/tests: build with ./configure --enable-fuzzing CC=clang && make" >&2; exit 2; }
+  echo "fuzzing ${#names[@]} targets for $secs s each, one at a time: ${names[*]}"
+  failed=0 summary=()
+  for n in "${names[@]}"; do
+    out=$(nice -n 10 "$0" "$n" "$secs" "$@" 2>&1)
+    rc=$?
+    echo "$out"
+    line=$(echo "$out" | grep "^fuzz-$n:" | tail -n 1)
+    [ $rc -eq 0 ] || { failed=1; line="fuzz-$n: FAILED (exit status $rc)"; }
+    summary+=("$line")
+  done
+  echo "=== summary ==="
+  printf '%s\n' "${summary[@]}"
+  exit $failed
 fi
-seeds="$srcdir/corpus-$target"
-[ -d "$seeds" ] || { echo "$0: no seed corpus $seeds" >&2; exit 2; }
+
+bin=$(fuzz_bin "$target") || {
+  echo "$0: fuzz-$target not found under $top_builddir/tests: build with ./configure --enable-fuzzing CC=clang && make (or set top_builddir)" >&2
+  exit 2
+}
+seeds=$(fuzz_seeds "$target") || { echo "$0: no seed corpus for $target (tests/fuzz/corpus-$target)" >&2; exit 2; }
 dict=()
 [ -f "$srcdir/$target.dict" ] && dict=(-dict="$srcdir/$target.dict")
 
@@ -57,6 +107,8 @@ work=${FUZZ_WORKDIR:-}
 if [ -z "$work" ]; then
   work=$(mktemp -d "/tmp/tromcho-fuzz-$target.XXXXXX")
   trap 'rm -rf "$work/corpus"' EXIT   # keep crash artifacts, drop the work corpus
+else
+  work="$work/$target"
 fi
 mkdir -p "$work/corpus" "$work/artifacts"
 
@@ -72,4 +124,15 @@ if [ $rc -ne 0 ] || ls "$work/artifacts"/* >/dev/null 2>&1; then
   echo "full log: $work/fuzz.log" >&2
   exit 1
 fi
-echo "fuzz-$target: no crash in $secs s ($(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/fuzz.log" | grep -o '[0-9]*$') runs)"
+if [ "${FUZZ_MERGE:-0}" = 1 ]; then
+  before=$(ls "$seeds" | wc -l)
+  "$bin" -merge=1 -timeout=10 -rss_limit_mb=2048 "$seeds" "$work/corpus" >"$work/merge.log" 2>&1 ||
+    { tail -n 20 "$work/merge.log"; echo "FAIL: fuzz-$target: merging the corpus failed" >&2; exit 1; }
+  echo "fuzz-$target corpus: $before -> $(ls "$seeds" | wc -l) inputs ($seeds)"
+fi
+runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/fuzz.log" | grep -o '[0-9]*$')
+eps=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$work/fuzz.log" | grep -o '[0-9]*$')
+last=$(grep -E '^#[0-9]+' "$work/fuzz.log" | tail -n 1)
+cov=$(echo "$last" | grep -o 'cov: [0-9]*' | grep -o '[0-9]*')
+ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*')
+echo "fuzz-$target: no crash in $secs s: ${runs:-?} runs, ${eps:-?} execs/s, cov ${cov:-?} edges, ft ${ft:-?}"
