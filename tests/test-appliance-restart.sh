@@ -18,14 +18,15 @@ UP_PID=$!
 cleanup_fn "stop_pid $UP_PID"
 WAIT_SECS=120 wait_for grep -q "tromcho is up" "$LOG" || { cat "$LOG"; fail "appliance up did not come up"; }
 
-osd_pid () { pgrep -f "tromcho-osd --osd_num $1 --osd_data $DIR/" | head -1; }
+osd_pid () { pgrep -f "tromcho-osd .*--osd_num $1 --osd_data $DIR/" | head -1; }
 osd_running () { [ -n "$(osd_pid "$1")" ]; }
 # restarted N: OSD 2's exit was logged N times
 restarted () { [ "$(grep -c "osd2 (pid [0-9]*) exited" "$LOG")" = "$1" ]; }
 
 # fio writes 96 MiB at random with a checksum in every block, then reads it
-# all back and verifies; any I/O error or bad block fails it.
-fio --name=verify --ioengine=nbd --uri="$URI" --rw=randwrite --bs=64k --iodepth=8 \
+# all back and verifies; any I/O error or bad block fails it. The write rate
+# is capped (about 6 s of writing) so the kill lands in the middle of it.
+fio --name=verify --ioengine=nbd --uri="$URI" --rw=randwrite --bs=64k --iodepth=8 --rate=16m \
     --size=96M --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_state_save=0 \
     --output="$TESTDIR/fio.out" >/dev/null 2>"$TESTDIR/fio.err" &
 FIO=$!
