@@ -145,7 +145,7 @@ tc_cluster_free(struct tc_cluster *cl)
   tc_map_unref(cl->map);
   tc_map_unref(cl->shared_map);
   free(cl->dirty);
-  cluster_log_free(cl);
+  tc_ulog_clear(&cl->log);
   free(cl->prefix);
   pthread_mutex_destroy(&cl->map_lock);
   pthread_mutex_destroy(&cl->refresh_lock);

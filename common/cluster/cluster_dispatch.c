@@ -39,23 +39,23 @@ cluster_sreq_wait(struct sreq *sr, int err)
     cl->retry_timer = tc_evloop_timer_add(cl->loop, cl->retry_ms, retry_timer_cb, cl);
 }
 
-static void
+/* Remember that osd was written since the last SYNC. -1 when out of memory. */
+static int
 dirty_add(struct tc_cluster *cl, uint64_t osd)
 {
   for (size_t i = 0; i < cl->ndirty; i++)
     if (cl->dirty[i] == osd)
-      return;
+      return 0;
   if (cl->ndirty == cl->dirty_cap) {
     size_t ncap = cl->dirty_cap ? cl->dirty_cap * 2 : 16;
     uint64_t *nd = realloc(cl->dirty, ncap * sizeof *nd);
-    if (!nd) {
-      tc_err("cluster: out of memory recording a written OSD; the next flush syncs them all");
-      return;
-    }
+    if (!nd)
+      return -1;
     cl->dirty = nd;
     cl->dirty_cap = ncap;
   }
   cl->dirty[cl->ndirty++] = osd;
+  return 0;
 }
 
 void
@@ -74,9 +74,11 @@ cluster_dispatch_waiting(struct tc_cluster *cl)
 void
 cluster_cop_free(struct cop *cop)
 {
-  if (cop->op && cop->op->code == TC_OBJ_BITMAP)
-    for (int i = 0; i < cop->nparts; i++)
+  for (int i = 0; cop->parts && i < cop->nparts; i++) {
+    if (cop->op && cop->op->code == TC_OBJ_BITMAP)
       free(cop->parts[i].rbuf);
+    tc_ulog_release(cop->parts[i].rec);
+  }
   free(cop->parts);
   free(cop->ents);
   free(cop);
@@ -92,7 +94,7 @@ cop_complete(struct cop *cop)
     return;
   }
   if (cop->op && cop->op->code == TC_OBJ_SYNC && !cop->error && !cop->resync)
-    cluster_log_trim(cl, cop->sync_seq);
+    tc_ulog_trim(&cl->log, cop->sync_seq);
   if (!cop->op) {
     pthread_mutex_lock(cop->wlock);
     *cop->wdone = true;
@@ -197,11 +199,20 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
                  sr->len / TC_SECTOR);
     }
     else {
-      dirty_add(cl, sr->osd);
-      cluster_log_add(cl, op->inode, sr->off, sr->len,
-              op->code != TC_OBJ_DELETE ? (const uint8_t *) op->buf + (sr->off - op->offset) : NULL,
-              op->code == TC_OBJ_WRITE_PARTIAL);
-      if (cl->log_bytes > cl->max_dirty)
+      if (dirty_add(cl, sr->osd) < 0) {
+        tc_err("cluster: out of memory recording a written OSD; the next flush syncs them all");
+        cl->dirty_lost = true;
+      }
+      /* The record was reserved before sending: keeping an acknowledged
+       * write for replay needs no memory now (tc_ulog_add says when it
+       * would have and the write fails instead). */
+      r = tc_ulog_add(&cl->log, sr->rec, op->code != TC_OBJ_DELETE ? (const uint8_t *) op->buf + (sr->off - op->offset)
+                                                                   : NULL);
+      sr->rec = NULL;
+      if (r < 0)
+        tc_err("cluster: out of memory keeping an unsynced write of inode 0x%" PRIx64 " for replay: the write fails",
+               op->inode);
+      if (cl->log.bytes > cl->max_dirty)
         cluster_auto_sync(cl);
     }
     break;
@@ -358,14 +369,17 @@ void
 cluster_cop_start_sync(struct cop *cop, bool all)
 {
   struct tc_cluster *cl = cop->cl;
-  if (all)
-    for (size_t i = 0; i < cl->map->n_osds; i++)
-      dirty_add(cl, cl->map->osds[i].id);
+  bool lost = false;
+  if (all || cl->dirty_lost)
+    for (size_t i = 0; i < cl->map->n_osds && !lost; i++)
+      lost = dirty_add(cl, cl->map->osds[i].id) < 0;
   cop->resync = false;
-  cop->sync_seq = cl->log_seq;
+  cop->sync_seq = cl->log.seq;
   size_t n = cl->ndirty;
-  if (n > (size_t) cop->nparts) {
-    struct sreq *np = realloc(cop->parts, n * sizeof *np);
+  if (lost || n > (size_t) cop->nparts) {
+    /* Out of memory listing the OSDs to sync: the flush fails (and the
+     * next one tries every OSD again). */
+    struct sreq *np = lost ? NULL : realloc(cop->parts, n * sizeof *np);
     if (!np) {
       struct tc_objop *op = cop->op;
       op->result = -ENOMEM;
@@ -394,8 +408,10 @@ cluster_cop_start_sync(struct cop *cop, bool all)
   }
   /* A background sync leaves the set to the next flush: a flush must not
    * return before every OSD it depends on synced. */
-  if (!cop->internal)
+  if (!cop->internal) {
     cl->ndirty = 0;
+    cl->dirty_lost = false;
+  }
   /* A resync waits a little: the lost OSD may still be in the map. */
   for (size_t i = 0; i < n; i++) {
     if (all)
@@ -455,6 +471,13 @@ cluster_submit(void *ctx, struct tc_objop *op)
       if (op->code == TC_OBJ_READ)
         sr->rbuf = (uint8_t *) op->buf + (sr->off - op->offset);
       else if (op->code == TC_OBJ_BITMAP && !(sr->rbuf = malloc(sr->len))) {
+        cluster_cop_free(cop);
+        return -ENOMEM;
+      }
+      /* A write's replay record, reserved now: without memory the write
+       * fails here, never acknowledged without a record. */
+      else if (!split && !(sr->rec = tc_ulog_reserve(&cl->log, op->inode, sr->off, sr->len, op->code != TC_OBJ_DELETE,
+                                                     op->code == TC_OBJ_WRITE_PARTIAL))) {
         cluster_cop_free(cop);
         return -ENOMEM;
       }

@@ -1,7 +1,8 @@
 /* The cluster client's internals, shared by its files (not installed, not
  * for other layers): cluster.c (life), cluster_refresh.c (the map),
  * cluster_conn.c (connections), cluster_dispatch.c (routing, retry,
- * completion), cluster_replay.c (the unsynced-write log and its replay),
+ * completion), cluster_replay.c (replaying the unsynced-write log of
+ * unsynced_log.c),
  * cluster_list.c (listing). Everything here but the map for other threads,
  * the refresh thread's flags and the stats is owned by the I/O thread. */
 #ifndef TROMCHO_CLUSTER_INT_H
@@ -14,6 +15,7 @@
 #include "msgr.h"
 #include "image_meta.h"
 #include "osd_proto.h"
+#include "unsynced_log.h"
 
 /* A connection to one OSD, kept while the cluster lives. */
 struct osd_link {
@@ -46,17 +48,9 @@ struct sreq {
   struct iovec iov_if[2];      /* WRITE_IF: the condition, then the data */
   struct tc_osd_write_if cond;
   struct sreq *wnext;          /* the wait list */
+  struct tc_ulog_entry *rec;   /* DATA writes: the log record, reserved before sending */
 };
 
-/* One acknowledged WRITE (data) or DELETE (data NULL) awaiting a SYNC.
- * A partial one (WRITE_PARTIAL: any bytes) is replayed as such. */
-struct unsynced {
-  uint64_t seq, inode, offset;
-  uint32_t len;
-  bool partial;
-  uint8_t *data;
-  struct unsynced *next, *prev;
-};
 
 /* One operation of the object store, or a listing. */
 struct cop {
@@ -98,10 +92,11 @@ struct tc_cluster {
   struct tc_timer *retry_timer;
   uint64_t *dirty;             /* OSDs written since the last SYNC */
   size_t ndirty, dirty_cap;
+  bool dirty_lost;             /* dirty could not grow: the next SYNC syncs every OSD */
   /* Acknowledged writes not yet covered by a SYNC, oldest first: replayed
    * when an OSD that took some of them is lost before the SYNC. */
-  struct unsynced *log_head, *log_tail;
-  uint64_t log_seq, log_bytes, max_dirty;
+  struct tc_ulog log;
+  uint64_t max_dirty;
   bool auto_syncing;
   bool stopping;
 
@@ -144,10 +139,6 @@ void cluster_cop_start_sync(struct cop *cop, bool all);
 void cluster_cop_free(struct cop *cop);
 
 /* cluster_replay.c */
-void cluster_log_add(struct tc_cluster *cl, uint64_t inode, uint64_t off, uint32_t len, const void *data,
-                     bool partial);
-void cluster_log_trim(struct tc_cluster *cl, uint64_t upto);
-void cluster_log_free(struct tc_cluster *cl);
 void cluster_replay_then_sync(struct cop *sync);
 void cluster_auto_sync(struct tc_cluster *cl);
 
