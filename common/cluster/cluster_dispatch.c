@@ -497,37 +497,14 @@ tc_cluster_objstore(struct tc_cluster *cl)
   return (struct tc_objstore) { .submit = cluster_submit, .ctx = cl };
 }
 
-struct run_wait {
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  bool done;
-};
-
-static void
-run_done(struct tc_objop *op)
-{
-  struct run_wait *w = op->opaque;
-  pthread_mutex_lock(&w->lock);
-  w->done = true;
-  pthread_cond_signal(&w->cond);
-  pthread_mutex_unlock(&w->lock);
-}
-
 int
 tc_cluster_run(struct tc_cluster *cl, struct tc_objop *op)
 {
-  struct run_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
-  op->done = run_done;
-  op->opaque = &w;
-  int r = cluster_submit(cl, op);
+  if (op->len == 0 && op->code != TC_OBJ_SYNC)
+    return tc_error(EINVAL, "cluster: cannot submit the operation: %s", strerror(EINVAL));
+  struct tc_objstore os = tc_cluster_objstore(cl);
+  int r = tc_objstore_run(&os, op, 1, 0, NULL, NULL);
   if (r < 0)
-    return tc_error(-r, "cluster: cannot submit the operation: %s", strerror(-r));
-  pthread_mutex_lock(&w.lock);
-  while (!w.done)
-    pthread_cond_wait(&w.cond, &w.lock);
-  pthread_mutex_unlock(&w.lock);
-  if (op->result < 0)
-    return tc_error(-op->result, "cluster: inode 0x%" PRIx64 " offset %" PRIu64 ": %s", op->inode, op->offset,
-                    strerror(-op->result));
+    return tc_error(-r, "cluster: inode 0x%" PRIx64 " offset %" PRIu64 ": %s", op->inode, op->offset, strerror(-r));
   return 0;
 }
