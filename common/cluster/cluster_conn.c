@@ -69,13 +69,15 @@ cluster_link_get(struct tc_cluster *cl, uint64_t id)
   return l->conn;
 }
 
-/* A new map: an OSD that moved loses its old connection; requests on it retry. */
+/* A new map: an OSD that moved, or that left the map (its lease ran out:
+ * dead, hung or cut off), loses its old connection and the requests on it
+ * retry on the PGs' new primaries, instead of waiting on a silent socket. */
 void
 cluster_links_update(struct tc_cluster *cl)
 {
   for (struct osd_link *l = cl->links; l; l = l->next) {
     const struct tc_osd_addr *a = tc_map_osd(cl->map, l->id);
-    if (l->conn && a && (a->port != l->port || strcmp(a->addr, l->host) != 0)) {
+    if (l->conn && (!a || a->port != l->port || strcmp(a->addr, l->host) != 0)) {
       tc_msgr_close(l->conn);
       l->conn = NULL;
     }
