@@ -133,14 +133,11 @@ main(int argc, char **argv)
     tc_config_free(cfg);
     return 1;
   }
-  int lvl = tc_log_level_parse(tc_config_str(cfg, "log_level"));
-  if (lvl < 0) {
-    fprintf(stderr, "tromcho-gateway: option log_level: '%s' is not one of error, warn, info, debug\n",
-            tc_config_str(cfg, "log_level"));
+  if (tc_log_configure(cfg, NULL) < 0) {
+    fprintf(stderr, "tromcho-gateway: %s\n", tc_last_error());
     tc_config_free(cfg);
     return 1;
   }
-  tc_log_set_level(lvl);
   /* The admin API verifies certificates and its client speaks to OSDs. */
   if (tc_config_str(cfg, "server_cert") && tc_crypto_init() < 0) {
     fprintf(stderr, "tromcho-gateway: %s\n", tc_last_error());

@@ -201,15 +201,11 @@ main(int argc, char **argv)
     tc_config_free(cfg);
     return 1;
   }
-  int lvl = tc_log_level_parse(tc_config_str(cfg, "log_level"));
-  if (lvl < 0) {
-    fprintf(stderr, "tromcho-osd: option log_level: '%s' is not error, warn, info or debug\n",
-            tc_config_str(cfg, "log_level"));
+  if (tc_log_configure(cfg, "tromcho-osd") < 0) {
+    fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
     tc_config_free(cfg);
     return 1;
   }
-  tc_log_open("tromcho-osd", 0);
-  tc_log_set_level(lvl);
 
   struct osd *o = calloc(1, sizeof *o);
   int rc = 1;
