@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Hostile HTTP(S) peers against the gateway's KV API (issue 12, tests/test-hostile-gateway.sh).
 
-hostile-http.py ATTACK --port P [--from ADDR[,ADDR...]] [--conns N] [--hold S] [--tls]
+hostile-http.py ATTACK --port P [--from ADDR[,ADDR...]] [--conns N] [--hold S] [--tls [--cert F --key F]]
 
 ATTACK:
   idle          connect and send nothing
@@ -60,6 +60,8 @@ def connect(args, i):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
+        if args.cert:
+            ctx.load_cert_chain(args.cert, args.key)
         sock = ctx.wrap_socket(raw, server_hostname="localhost")
     return Conn(sock, raw)
 
@@ -77,6 +79,8 @@ def main():
     p.add_argument("--conns", type=int, default=100)
     p.add_argument("--hold", type=float, default=10)
     p.add_argument("--tls", action="store_true")
+    p.add_argument("--cert", help="a client certificate to present (an authenticated attacker)")
+    p.add_argument("--key")
     args = p.parse_args()
 
     conns, refused = [], 0
