@@ -25,6 +25,7 @@
 #include "watch.h"
 #include "watch_park.h"
 #include "conn_guard.h"
+#include "gw_metrics.h"
 #include "error.h"
 #include "log.h"
 #include "cleanup.h"
@@ -42,6 +43,7 @@ struct kv_server {
   unsigned threads;
   struct conn_guard *guard;
   struct watch_park *park;
+  struct gw_metrics *metrics;
   int64_t progress_ms;
   volatile bool stopping;
   char address[128];
@@ -66,6 +68,8 @@ struct req_ctx {
   size_t limit;               /* this endpoint's largest body */
   size_t held;                /* bytes counted in body_held */
   struct conn_slot *slot;
+  enum kv_endpoint ep;
+  double start;               /* tc_metrics_now() at the headers */
   struct gw_identity gid;
   bool authenticated;
   char peer[96];
@@ -216,34 +220,6 @@ send_text(struct MHD_Connection *conn, int status, char *text, size_t len)
   return ret;
 }
 
-static enum MHD_Result
-start_watch(struct kv_server *srv, struct MHD_Connection *conn, const struct caller *who,
-            const char *body, size_t len)
-{
-  struct kv_request req;
-  struct kv_err err = { 0, "" };
-  int status;
-  size_t n;
-  if (kv_request_parse(KV_EP_WATCH, body, len, &req, &err) < 0) {
-    char *t = error_text(&err, &status, &n);
-    return send_text(conn, status, t, n);
-  }
-  struct watch_stream *w = watch_new(srv->s, who, &req.watch, conn, srv->park, &srv->stopping,
-                                     srv->progress_ms);
-  kv_request_free(&req);
-  if (!w)
-    return MHD_NO;
-  struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_read, w, watch_free);
-  if (!r) {
-    watch_free(w);
-    return MHD_NO;
-  }
-  MHD_add_response_header(r, "Content-Type", "application/json");
-  enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
-  MHD_destroy_response(r);
-  return ret;
-}
-
 static void
 peer_name(struct MHD_Connection *conn, char *buf, size_t n)
 {
@@ -262,6 +238,70 @@ peer_name(struct MHD_Connection *conn, char *buf, size_t n)
     }
   }
   snprintf(buf, n, "%s:%d", host, port);
+}
+
+/* Send a reply and count it in the metrics. */
+static enum MHD_Result
+reply(struct kv_server *srv, struct MHD_Connection *conn, struct req_ctx *rc, int status, char *text, size_t n)
+{
+  gw_metrics_request(srv->metrics, rc->ep, status, rc->len, text ? n : 0, rc->start);
+  return send_text(conn, status, text, n);
+}
+
+static void
+watch_ended(void *arg)
+{
+  gw_metrics_watches(arg, -1);
+}
+
+static enum MHD_Result
+start_watch(struct kv_server *srv, struct MHD_Connection *conn, const struct caller *who, struct req_ctx *rc)
+{
+  struct kv_request req;
+  struct kv_err err = { 0, "" };
+  int status;
+  size_t n;
+  if (kv_request_parse(KV_EP_WATCH, rc->body ? rc->body : "", rc->len, &req, &err) < 0) {
+    char *t = error_text(&err, &status, &n);
+    return reply(srv, conn, rc, status, t, n);
+  }
+  struct watch_stream *w = watch_new(srv->s, who, &req.watch, conn, srv->park, &srv->stopping,
+                                     srv->progress_ms);
+  kv_request_free(&req);
+  if (!w)
+    return MHD_NO;
+  gw_metrics_watches(srv->metrics, 1);
+  watch_on_free(w, watch_ended, srv->metrics);
+  struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_read, w, watch_free);
+  if (!r) {
+    watch_free(w);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", "application/json");
+  enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+  MHD_destroy_response(r);
+  gw_metrics_request(srv->metrics, KV_EP_WATCH, 200, rc->len, 0, rc->start);
+  return ret;
+}
+
+/* GET /metrics: Prometheus text (with use_perms, for any valid certificate). */
+static enum MHD_Result
+send_metrics(struct kv_server *srv, struct MHD_Connection *conn, struct req_ctx *rc)
+{
+  (void) rc;
+  size_t n;
+  char *t = gw_metrics_render(srv->metrics, &n);
+  if (!t)
+    return MHD_NO;
+  struct MHD_Response *r = MHD_create_response_from_buffer(n, t, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(t);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+  enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+  MHD_destroy_response(r);
+  return ret;
 }
 
 /* Count n more body bytes against gateway_max_body_memory; false if over. */
@@ -285,10 +325,11 @@ release_body(struct kv_server *srv, struct req_ctx *rc)
 }
 
 static enum MHD_Result
-send_error(struct MHD_Connection *conn, int code, int http, const char *fmt, ...)
-  __attribute__((format(printf, 4, 5)));
+send_error(struct kv_server *srv, struct MHD_Connection *conn, struct req_ctx *rc, int code,
+           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static enum MHD_Result
-send_error(struct MHD_Connection *conn, int code, int http, const char *fmt, ...)
+send_error(struct kv_server *srv, struct MHD_Connection *conn, struct req_ctx *rc, int code,
+           const char *fmt, ...)
 {
   struct kv_err err = { code, "" };
   va_list ap;
@@ -298,7 +339,7 @@ send_error(struct MHD_Connection *conn, int code, int http, const char *fmt, ...
   int status;
   size_t n;
   char *t = error_text(&err, &status, &n);
-  return send_text(conn, http ? http : status, t, n);
+  return reply(srv, conn, rc, status, t, n);
 }
 
 /* The first call of a request, its headers in: who is calling (a refusal
@@ -309,6 +350,8 @@ request_begin(struct kv_server *srv, struct MHD_Connection *conn, const char *ur
               struct req_ctx *rc)
 {
   rc->slot = conn_guard_slot(conn);
+  rc->start = tc_metrics_now();
+  rc->ep = kv_endpoint_of(url);
   conn_guard_request_begin(srv->guard, rc->slot);
   peer_name(conn, rc->peer, sizeof rc->peer);
   gw_identity_anyone(&rc->gid);
@@ -322,11 +365,10 @@ request_begin(struct kv_server *srv, struct MHD_Connection *conn, const char *ur
       char why[256];
       snprintf(why, sizeof why, "%s", tc_last_error());
       tc_warn("%s %s from %s refused: etcdserver: unauthenticated: %s", method, url, rc->peer, why);
-      return send_error(conn, KV_UNAUTHENTICATED, 0, "etcdserver: unauthenticated: %s", why);
+      return send_error(srv, conn, rc, KV_UNAUTHENTICATED, "etcdserver: unauthenticated: %s", why);
     }
   }
-  enum kv_endpoint ep = kv_endpoint_of(url);
-  rc->limit = ep == KV_EP_PUT || ep == KV_EP_TXN ? srv->max_body : SMALL_BODY_LIMIT;
+  rc->limit = rc->ep == KV_EP_PUT || rc->ep == KV_EP_TXN ? srv->max_body : SMALL_BODY_LIMIT;
   if (rc->limit > srv->max_body)
     rc->limit = srv->max_body;
   const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -336,14 +378,14 @@ request_begin(struct kv_server *srv, struct MHD_Connection *conn, const char *ur
     unsigned long long len = strtoull(cl, &end, 10);
     if (errno || *end || end == cl || len > rc->limit) {
       tc_debug("%s %s from %s (%s): body of %.30s bytes refused", method, url, rc->peer, rc->gid.desc, cl);
-      return send_error(conn, KV_INVALID_ARGUMENT, 0, "etcdserver: request is too large (%s takes at most "
+      return send_error(srv, conn, rc, KV_INVALID_ARGUMENT, "etcdserver: request is too large (%s takes at most "
                         "%zu bytes%s)", url, rc->limit, rc->limit == srv->max_body ?
                         ", option gateway_max_request_bytes" : "");
     }
     if (len > SMALL_BODY_LIMIT && !hold_body(srv, rc, (size_t) len)) {
       tc_warn("%s %s from %s (%s): %llu body bytes refused: gateway_max_body_memory (%zu) is in use",
               method, url, rc->peer, rc->gid.desc, len, srv->body_budget);
-      return send_error(conn, KV_RESOURCE_EXHAUSTED, 0, "etcdserver: too many requests (request bodies "
+      return send_error(srv, conn, rc, KV_RESOURCE_EXHAUSTED, "etcdserver: too many requests (request bodies "
                         "fill gateway_max_body_memory, try again)");
     }
   }
@@ -410,17 +452,19 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
     who.filter = &srv->filter;
   }
   who.identity = rc->gid.desc;
-  if (kv_endpoint_of(url) == KV_EP_WATCH && strcmp(method, "POST") == 0) {
-    enum MHD_Result r = start_watch(srv, conn, &who, rc->body ? rc->body : "", rc->len);
+  if (rc->ep == KV_EP_WATCH && strcmp(method, "POST") == 0) {
+    enum MHD_Result r = start_watch(srv, conn, &who, rc);
     conn_guard_streaming(srv->guard, rc->slot);
     return r;
   }
+  if (strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0)
+    return send_metrics(srv, conn, rc);
   char *t = handle(srv->s, srv->l, &who, method, url, rc->body ? rc->body : "", rc->len, &status, &n);
   if (status >= 500)
     tc_warn("%s %s from %s (%s): %d %.*s", method, url, rc->peer, who.identity, status, (int) n, t ? t : "");
   else if (status >= 400)
     tc_debug("%s %s from %s (%s): %d %.*s", method, url, rc->peer, who.identity, status, (int) n, t ? t : "");
-  return send_text(conn, status, t, n);
+  return reply(srv, conn, rc, status, t, n);
 }
 
 static void
@@ -507,6 +551,7 @@ static void
 server_free(struct kv_server *srv)
 {
   watch_park_free(srv->park);
+  gw_metrics_free(srv->metrics);
   conn_guard_free(srv->guard);
   pthread_mutex_destroy(&srv->body_mu);
   gw_trust_free(srv->trust);
@@ -551,7 +596,8 @@ kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
       positive(cfg, "gateway_max_connections_per_addr", 1 << 20, &lim.max_per_addr) < 0 ||
       positive(cfg, "gateway_idle_timeout", 86400, &lim.idle_timeout_s) < 0 ||
       positive(cfg, "gateway_request_timeout", 86400, &lim.request_timeout_s) < 0 ||
-      setup_tls(srv, cfg) < 0 || !(srv->guard = conn_guard_new(&lim)) || !(srv->park = watch_park_start(s))) {
+      setup_tls(srv, cfg) < 0 || !(srv->guard = conn_guard_new(&lim)) || !(srv->park = watch_park_start(s)) ||
+      !(srv->metrics = gw_metrics_new(srv->guard, srv->park))) {
     server_free(srv);
     return NULL;
   }

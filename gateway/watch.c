@@ -20,6 +20,8 @@ struct watch_stream {
   int fd;
   struct watch_park *park;
   struct park_entry pe;      /* while waiting for the store, parked there */
+  void (*on_free)(void *arg);
+  void *on_free_arg;
   const volatile bool *stopping;
   bool created, ending;
   int64_t progress_ms, last_sent_ms;
@@ -77,10 +79,19 @@ watch_free(void *cls)
   if (!w)
     return;
   watch_park_forget(w->park, &w->pe);
+  if (w->on_free)
+    w->on_free(w->on_free_arg);
   free(w->req.key.p);
   free(w->req.end.p);
   free(w->out);
   free(w);
+}
+
+void
+watch_on_free(struct watch_stream *w, void (*fn)(void *arg), void *arg)
+{
+  w->on_free = fn;
+  w->on_free_arg = arg;
 }
 
 /* Queue {"result": result}\n for sending; takes result. */

@@ -24,5 +24,7 @@ struct watch_stream *watch_new(struct kvs *s, const struct caller *who, struct k
  * and returns 0 (MHD calls it again once resumed). */
 ssize_t watch_read(void *cls, uint64_t pos, char *buf, size_t max);
 void watch_free(void *cls);
+/* Call fn(arg) when the stream is freed (the metrics' count of watches). */
+void watch_on_free(struct watch_stream *w, void (*fn)(void *arg), void *arg);
 
 #endif
