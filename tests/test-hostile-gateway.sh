@@ -119,6 +119,11 @@ attack () {
   legit "$name (after)"
 }
 field () { echo "$RESULT" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+# metric NAME: its value in the gateway's /metrics (a certificate needed).
+metric () {
+  curl -s --max-time 30 --cacert "$P/antietcd.crt" --cert "$P/admin.crt" --key "$P/admin.key" "$URL/metrics" |
+    awk -v m="$1" '$1 == m {print $2}'
+}
 
 # 1. 1600 idle sockets from 8 other addresses: the per-address cap (200)
 # and the total cap (1000) hold them; the OSD's and client's still get in.
@@ -126,6 +131,7 @@ attack idle-many 20 idle --conns 1600 --from 127.0.0.2,127.0.0.3,127.0.0.4,127.0
 # 2. 3000 idle sockets from the cluster's own address (127.0.0.1): over
 # both caps, the most silent unauthenticated sockets give way to new ones.
 attack idle-own 20 idle --conns 3000
+[ "$(metric tromcho_gateway_connections_evicted_total)" -gt 0 ] || fail "idle-own: no connection was evicted"
 # 3. 1000 half-finished TLS handshakes: closed after gateway_idle_timeout.
 attack tls-half 30 tls-half --conns 1000
 [ "$(field closed_by_server)" = "$(field connected)" ] || fail "tls-half: the gateway left some open: $RESULT"
@@ -133,6 +139,7 @@ attack tls-half 30 tls-half --conns 1000
 # each still closed after gateway_idle_timeout although bytes keep coming.
 attack slow-headers 30 slow-headers --tls --conns 300 --from 127.0.0.2,127.0.0.3
 [ "$(field closed_by_server)" = "$(field connected)" ] || fail "slow-headers: the gateway left some open: $RESULT"
+[ "$(metric tromcho_gateway_connections_idle_timeout_total)" -ge 300 ] || fail "slow-headers: not closed by the idle timeout"
 # 5. Puts announcing 10 GB bodies: without a certificate refused at the
 # headers (401); with a user's certificate refused there too (400 "request
 # is too large", as etcd); unread either way.
@@ -147,4 +154,6 @@ attack big-body 30 big-body --tls --conns 50 --from 127.0.0.2 --cert "$P/admin.c
 attack trickle 30 trickle --tls --conns 100 --from 127.0.0.3 --cert "$P/admin.crt" --key "$P/admin.key"
 [ "$(field closed_by_server)" = 100 ] || fail "trickle: the gateway left some open: $RESULT"
 grep -q 'gateway_request_timeout' "$LOG" || fail "trickle: no log line naming gateway_request_timeout"
+[ "$(metric tromcho_gateway_connections_request_timeout_total)" -ge 100 ] || fail "trickle: not counted in /metrics"
+[ "$(metric tromcho_gateway_auth_failures_total)" -ge 50 ] || fail "big-body-anon: the 401s are not counted in /metrics"
 echo "ok"
