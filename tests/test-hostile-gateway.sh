@@ -16,7 +16,7 @@ FAKE_OSD=$top_builddir/tests/fake-osd
 HOSTILE=$top_srcdir/tests/hostile-http.py
 [ -x "$FAKE_OSD" ] || skip not-built "fake-osd not built"
 # 3000 attacking sockets plus the gateway's own: both ends are this machine's.
-[ "$(ulimit -Hn)" -ge 8192 ] || skip no-resources "the hard limit of open files is below 8192"
+[ "$(ulimit -Hn)" -ge 8192 ] || fail "the hard limit of open files ($(ulimit -Hn)) is below the 8192 this test needs"
 ulimit -n "$(ulimit -Hn)"
 
 P=$TESTDIR/pki
