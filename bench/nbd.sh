@@ -13,6 +13,7 @@
 # Each cluster: tromcho-gateway + 3 OSDs on sparse files, pool_size 3.
 #   bench/nbd.sh [SECONDS per profile] [SIZE]      (from a built tree)
 #   CASES="raw a b b-c c file luks" (environment) runs only those cases;
+#   OSD_BIN=PATH runs that tromcho-osd (another build: A/B comparisons);
 #   PROFILES="write-1m-qd4 ..." only those profiles (bench/fio-nbd.sh lists
 #   them with their preconditions).
 # Prints figures and the load average; never passes or fails.
@@ -56,7 +57,7 @@ PY
   local n
   for n in 1 2 3; do
     TROMCHO_CONFIG=$CONF tromcho osd-create --data "$d/osd$n" --osd_num $n --size 8G >/dev/null
-    TROMCHO_CONFIG=$CONF tromcho-osd --osd_num $n --osd_data "$d/osd$n" >"$d/osd$n.log" 2>&1 &
+    TROMCHO_CONFIG=$CONF "${OSD_BIN:-tromcho-osd}" --osd_num $n --osd_data "$d/osd$n" >"$d/osd$n.log" 2>&1 &
     pids+=($!)
   done
   TROMCHO_CONFIG=$CONF tromcho pool-create rep3 --pg-size 3 --pg-minsize 2 --pg-count 32 --failure-domain osd >/dev/null
