@@ -228,6 +228,12 @@ main(int argc, char **argv)
   };
   o->prefix = tc_config_str(cfg, "etcd_prefix");
   o->use_perms = tc_config_bool(cfg, "use_perms");
+  int64_t settle = tc_config_int(cfg, "osd_kv_settle");
+  if (settle < 0 || settle > 60000) {
+    fprintf(stderr, "tromcho-osd: option osd_kv_settle: %" PRId64 " ms is out of range (0..60000)\n", settle);
+    goto out;
+  }
+  o->kv_settle_ms = (uint64_t) settle;
   if (!tc_config_given(cfg, "osd_num") || tc_config_int(cfg, "osd_num") <= 0) {
     fprintf(stderr, "tromcho-osd: --osd_num N (a positive number) is required\n");
     goto out;

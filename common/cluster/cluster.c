@@ -219,10 +219,12 @@ map_apply(struct tc_evloop *loop, void *arg)
   cl->map = mm->map;
   free(mm);
   STAT_INC(cl, map_updates);
-  /* An OSD that moved: its old connection goes; requests on it retry. */
+  /* An OSD that moved, or that left the map (its lease ran out: dead,
+   * hung or cut off): its old connection goes and the requests on it retry
+   * on the PGs' new primaries, instead of waiting on a silent socket. */
   for (struct osd_link *l = cl->links; l; l = l->next) {
     const struct tc_osd_addr *a = tc_map_osd(cl->map, l->id);
-    if (l->conn && a && (a->port != l->port || strcmp(a->addr, l->host) != 0)) {
+    if (l->conn && (!a || a->port != l->port || strcmp(a->addr, l->host) != 0)) {
       tc_msgr_close(l->conn);
       l->conn = NULL;
     }

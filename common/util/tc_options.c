@@ -76,6 +76,7 @@ const struct tc_opt_def tc_options[] = {
   { "osd_data", TC_OPT_STRING, NULL, "tromcho-osd: the store's data file or device (default: what osd-create recorded in /config/osd/<osd_num>)" },
   { "osd_meta", TC_OPT_STRING, NULL, "tromcho-osd: the store's metadata file (default: osd_data + .meta)" },
   { "osd_port", TC_OPT_INT, "0", "tromcho-osd: TCP port to listen on (0: any free port, published in /osd/state)" },
+  { "osd_kv_settle", TC_OPT_INT, "20", "tromcho-osd: ms a burst of KV watch events settles before the OSD reloads users, images and the map (a request for an image it does not know yet reloads at once)" },
   { NULL, 0, NULL, NULL }
 };
 
