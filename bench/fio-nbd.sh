@@ -1,24 +1,59 @@
 #!/usr/bin/env bash
-# Run the NBD benchmark profiles with fio's nbd engine against one URI and
-# print one line per profile: "<label> <profile> <IOPS> <MB/s> <mean lat us>".
-#   bench/fio-nbd.sh LABEL URI [SECONDS] [SIZE]
-# The profiles: 4 KiB randwrite/randread at QD 1 and 32, 1 MiB sequential
-# write and read (QD 4). Benchmarks print figures; they never pass or fail.
+# Run the NBD benchmark profiles with fio against one target and print one
+# line per profile: "<label> <profile> <IOPS> <MB/s> <mean lat us>".
+#   bench/fio-nbd.sh LABEL URI|FILE [SECONDS] [SIZE]
+# URI (nbd+unix://...): fio's nbd engine. FILE (a path): fio with libaio and
+# O_DIRECT on that file, the physical limit of the disk under it.
+# PROFILES="name ..." (environment) runs only those profiles, in the
+# order below. Benchmarks print figures; they never pass or fail.
+#
+# Order and preconditions (each line says which it ran under):
+#   prefill             1 MiB sequential writes over the whole image, once,
+#                       untimed (not printed): every later profile finds
+#                       the image allocated, laid out sequentially ("fresh")
+#   write-1m-qd4        fresh
+#   read-1m-qd4         fresh
+#   randwrite-4k-qd1, randwrite-4k-qd32, randwrite-4k-qd1-fsync (a flush
+#                       after each write: fio --fsync=1), randread-4k-*
+#   write-1m-qd4-frag   after the 4 KiB random writes ("fragmented": the
+#                       store's copy-on-write sectors scattered)
+#   read-1m-qd4-frag    likewise
 set -euo pipefail
-label=$1 uri=$2 secs=${3:-10} size=${4:-1G}
+label=$1 target=$2 secs=${3:-10} size=${4:-1G}
 profiles=(
-  "randwrite-4k-qd1  --rw=randwrite --bs=4k --iodepth=1"
-  "randwrite-4k-qd32 --rw=randwrite --bs=4k --iodepth=32"
-  "randread-4k-qd1   --rw=randread --bs=4k --iodepth=1"
-  "randread-4k-qd32  --rw=randread --bs=4k --iodepth=32"
-  "write-1m-qd4      --rw=write --bs=1M --iodepth=4"
-  "read-1m-qd4       --rw=read --bs=1M --iodepth=4"
+  "prefill            --rw=write --bs=1M --iodepth=4"
+  "write-1m-qd4       --rw=write --bs=1M --iodepth=4"
+  "read-1m-qd4        --rw=read --bs=1M --iodepth=4"
+  "randwrite-4k-qd1   --rw=randwrite --bs=4k --iodepth=1"
+  "randwrite-4k-qd32  --rw=randwrite --bs=4k --iodepth=32"
+  "randwrite-4k-qd1-fsync --rw=randwrite --bs=4k --iodepth=1 --fsync=1"
+  "randread-4k-qd1    --rw=randread --bs=4k --iodepth=1"
+  "randread-4k-qd32   --rw=randread --bs=4k --iodepth=32"
+  "write-1m-qd4-frag  --rw=write --bs=1M --iodepth=4"
+  "read-1m-qd4-frag   --rw=read --bs=1M --iodepth=4"
 )
+want=" ${PROFILES:-} "
+case $target in
+  nbd*) engine=(--ioengine=nbd --uri="$target") ;;
+  *) engine=(--ioengine=libaio --direct=1 --filename="$target") ;;
+esac
 for p in "${profiles[@]}"; do
   name=${p%% *}
   args=${p#* }
+  # prefill runs whenever a 1 MiB profile on a fresh image does
+  if [ "$want" != "  " ]; then
+    case $name in
+      prefill) case $want in *" write-1m-qd4 "*|*" read-1m-qd4 "*) ;; *) continue ;; esac ;;
+      *) case $want in *" $name "*) ;; *) continue ;; esac ;;
+    esac
+  fi
+  if [ "$name" = prefill ]; then
+    # shellcheck disable=SC2086
+    fio --name=prefill "${engine[@]}" --size="$size" $args >/dev/null 2>&1
+    continue
+  fi
   # shellcheck disable=SC2086
-  out=$(fio --name="$name" --ioengine=nbd --uri="$uri" --size="$size" --time_based --runtime="$secs" \
+  out=$(fio --name="$name" "${engine[@]}" --size="$size" --time_based --runtime="$secs" \
             --ramp_time=1 --output-format=json $args 2>/dev/null)
   echo "$out" | python3 -c '
 import json, sys
@@ -26,6 +61,9 @@ label, name = sys.argv[1], sys.argv[2]
 t = sys.stdin.read()
 j = json.loads(t[t.index("{"):])["jobs"][0]
 side = j["write"] if j["write"]["io_bytes"] else j["read"]
-print("%-22s %-18s %10.0f IOPS %9.1f MB/s %9.1f us" % (label, name, side["iops"], side["bw_bytes"] / 1e6,
-      side["clat_ns"]["mean"] / 1000))' "$label" "$name"
+extra = ""
+if j.get("sync", {}).get("lat_ns", {}).get("mean"):
+    extra = "  sync %.1f us" % (j["sync"]["lat_ns"]["mean"] / 1000)
+print("%-22s %-22s %10.0f IOPS %9.1f MB/s %9.1f us%s" % (label, name, side["iops"], side["bw_bytes"] / 1e6,
+      side["clat_ns"]["mean"] / 1000, extra))' "$label" "$name"
 done

@@ -11,6 +11,7 @@
  *   osd_client   client connections and replies
  *   osd_peers    connections to the other OSDs, down marks
  *   osd_pg       the PGs this OSD leads, as the operations look them up
+ *   osd_sync     the store's syncs on their own thread (group commit)
  *   osd_secondary  SEC_* operations from the local store, fencing (SEC_LOCK)
  *   osd_op       the base every in-flight operation shares
  *   osd_recovery   background copy of stale objects
@@ -175,6 +176,7 @@ struct osd {
   struct tc_kv *kv;
   struct tc_store *store;
   struct tc_store_info info;
+  struct osd_syncer *syncer;   /* osd_sync.c: the thread that runs the store's syncs */
   uint64_t osd_num;
   bool use_perms;
   int port;
@@ -266,6 +268,16 @@ struct osd_pg *osd_pg_for(struct osd *o, uint64_t inode, uint64_t offset, int *e
 uint8_t osd_pg_good_slots(struct osd *o, struct osd_pg *pg, const struct osd_obj *ob);
 /* Slot's copy of the object (obj_offset = its first byte) missed a write. */
 void osd_pg_mark_stale(struct osd_pg *pg, uint64_t inode, uint64_t obj_offset, int slot);
+
+/* ---- the store's syncs off the loop (osd_sync.c) ---- */
+/* cb(o, arg, err) runs on the loop once every write and delete the store
+ * took before the call is durable (err 0) or the sync failed (errno). One
+ * commit answers every sync asked for while the previous one ran. */
+typedef void (*osd_sync_cb)(struct osd *o, void *arg, int err);
+int osd_sync_start(struct osd *o);
+/* Finish the syncs asked for and answer them (loop thread, loop stopped). */
+void osd_sync_stop(struct osd *o);
+int osd_sync_async(struct osd *o, osd_sync_cb cb, void *arg);
 
 /* ---- the secondary: SEC_* operations and fencing (osd_secondary.c) ---- */
 void osd_secondary_op(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr,

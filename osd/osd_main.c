@@ -309,6 +309,10 @@ main(int argc, char **argv)
     fprintf(stderr, "tromcho-osd: signalfd: %s\n", strerror(errno));
     goto out;
   }
+  if (osd_sync_start(o) < 0) {
+    fprintf(stderr, "tromcho-osd: osd %" PRIu64 ": %s\n", o->osd_num, tc_last_error());
+    goto out;
+  }
   if (osd_kv_start(o) < 0) {
     fprintf(stderr, "tromcho-osd: osd %" PRIu64 ": %s\n", o->osd_num, tc_last_error());
     goto out;
@@ -327,6 +331,7 @@ main(int argc, char **argv)
     rc = 0;
 out:
   o->stopping = 1;
+  osd_sync_stop(o);   /* answers the syncs in flight while their connections still exist */
   if (o->kv)
     osd_kv_stop(o);
   if (o->tick)

@@ -2,7 +2,9 @@
  * of a PG (SEC_READ, SEC_READ_BMP, SEC_WRITE, SEC_WRITE_STABLE, SEC_DELETE,
  * SEC_SYNC, SEC_LIST), and the fencing that keeps a deposed primary out:
  * SEC_LOCK makes the caller's connection the only one that may write a PG
- * here. All of them answer at once (the store is synchronous). */
+ * here. All of them answer at once (the store's writes and reads are
+ * synchronous) but SEC_SYNC, answered when the sync thread's commit covers
+ * it (osd_sync.c). */
 #include <config.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -52,6 +54,41 @@ osd_locks_free(struct osd *o)
 
 /* SEC_LOCK: the caller's connection becomes the only one that may write
  * the PG here. */
+/* SEC_SYNC: answered from the sync thread's commit (osd_sync.c). */
+struct sec_sync_op {
+  struct osd_client *cl;
+  struct tc_frame_hdr hdr;
+};
+
+static void
+sec_sync_done(struct osd *o, void *arg, int err)
+{
+  struct sec_sync_op *p = arg;
+  if (err)
+    tc_err("osd %" PRIu64 ": SEC_SYNC: %s", o->osd_num, strerror(err));
+  osd_client_reply(p->cl, &p->hdr, -err, 0, 0, NULL, 0);
+  osd_client_put(p->cl);
+  free(p);
+}
+
+static void
+sec_sync(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr)
+{
+  struct sec_sync_op *p = calloc(1, sizeof *p);
+  if (!p || !(p->cl = osd_client_get(c))) {
+    free(p);
+    osd_reply(c, hdr, -ENOMEM, 0, 0, NULL, 0);
+    return;
+  }
+  p->hdr = *hdr;
+  if (osd_sync_async(o, sec_sync_done, p) < 0) {
+    tc_err("osd %" PRIu64 ": SEC_SYNC: %s", o->osd_num, tc_last_error());
+    osd_client_reply(p->cl, hdr, -ENOMEM, 0, 0, NULL, 0);
+    osd_client_put(p->cl);
+    free(p);
+  }
+}
+
 static int
 sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
 {
@@ -222,8 +259,8 @@ osd_secondary_op(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hd
     ver = r->version;
     break;
   case TC_OP_SEC_SYNC:
-    rc = tc_store_sync(o->store);
-    break;
+    sec_sync(o, c, hdr);
+    return;
   default:   /* SEC_STABILIZE, SEC_ROLLBACK: two-phase (EC) writes only */
     rc = -1;
     errno = ENOTSUP;

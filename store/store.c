@@ -106,38 +106,91 @@ rec_save(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block)
   return rec_save_keep(st, txn, inode, block, 0);
 }
 
+/* Wait until no commit is flushing (lock held). */
+static void
+wait_idle(struct tc_store *st)
+{
+  while (st->committing)
+    pthread_cond_wait(&st->idle, &st->lock);
+}
+
+static void
+pending_free(struct tc_store *st)
+{
+  while (st->pending) {
+    struct tc_store_pending *p = st->pending;
+    st->pending = p->next;
+    free(p);
+  }
+  st->pending_tail = &st->pending;
+}
+
+static int apply_pending(struct tc_store *st);
+
 /* Make the batch durable: data first, then the metadata that points at it;
- * only then may the old copies be reused. */
+ * only then may the old copies be reused. Called with the lock held; the
+ * flushes run with it released (group commit): writes and deletes that
+ * arrive meanwhile queue in st->pending (their data written at once) and
+ * join the next batch when this one is durable; every other call waits. So
+ * the committed batch holds exactly the writes made before the commit
+ * began, and their data was written before the fdatasync. */
 static int
 commit(struct tc_store *st)
 {
-  if (st->data_dirty) {
-    if (fdatasync(st->fd) < 0)
-      return tc_error(errno, "store %s: fdatasync: %m", st->data_path);
-    st->data_dirty = 0;
-  }
-  if (st->txn) {
-    int rc = mdb_txn_commit(st->txn);
-    st->txn = NULL;
-    if (rc)
-      return tc_store_mdb_error(rc, "mdb_txn_commit", st->meta_path);
-    st->commits++;
-  }
-  for (size_t i = 0; i < st->to_free.n; i++)
-    tc_store_alloc_release(&st->alloc, st->to_free.v[i][0], st->to_free.v[i][1]);
-  for (size_t i = 0; i < st->to_punch.n; i++) {
-    uint32_t s = st->to_punch.v[i][0], n = st->to_punch.v[i][1];
-    tc_store_alloc_release(&st->alloc, s, n);
-    if (fallocate(st->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                  (off_t) (st->hdr.data_offset + (uint64_t) s * TC_STORE_SECTOR),
-                  (off_t) n * TC_STORE_SECTOR) < 0 && errno != EOPNOTSUPP)
-      tc_warn("store %s: punching %u freed sectors: %m", st->data_path, n);
-  }
-  if (st->to_free.n || st->to_punch.n)
-    tc_store_alloc_rewind(&st->alloc);
-  st->to_free.n = st->to_punch.n = 0;
+  wait_idle(st);
+  if (st->broken)
+    return tc_error(EIO, "store %s: unusable after an earlier failure (%s)", st->data_path,
+                    strerror(st->broken));
+  uint64_t upto = st->seq;
+  MDB_txn *txn = st->txn;
+  int dirty = st->data_dirty;
+  struct tc_store_runs fr = st->to_free, pu = st->to_punch;
+  st->txn = NULL;
+  st->data_dirty = 0;
+  memset(&st->to_free, 0, sizeof st->to_free);
+  memset(&st->to_punch, 0, sizeof st->to_punch);
   st->batch_ops = 0;
-  return 0;
+  st->committing = 1;
+  pthread_mutex_unlock(&st->lock);
+  int r = 0;
+  if (dirty && fdatasync(st->fd) < 0)
+    r = tc_error(errno, "store %s: fdatasync: %m", st->data_path);
+  if (txn) {
+    int rc = r < 0 ? (mdb_txn_abort(txn), 0) : mdb_txn_commit(txn);
+    if (rc)
+      r = tc_store_mdb_error(rc, "mdb_txn_commit", st->meta_path);
+  }
+  int err = errno;
+  pthread_mutex_lock(&st->lock);
+  st->committing = 0;
+  if (r == 0) {
+    if (txn)
+      st->commits++;
+    st->durable_seq = upto;
+    for (size_t i = 0; i < fr.n; i++)
+      tc_store_alloc_release(&st->alloc, fr.v[i][0], fr.v[i][1]);
+    for (size_t i = 0; i < pu.n; i++) {
+      uint32_t s0 = pu.v[i][0], n = pu.v[i][1];
+      tc_store_alloc_release(&st->alloc, s0, n);
+      if (fallocate(st->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    (off_t) (st->hdr.data_offset + (uint64_t) s0 * TC_STORE_SECTOR),
+                    (off_t) n * TC_STORE_SECTOR) < 0 && errno != EOPNOTSUPP)
+        tc_warn("store %s: punching %u freed sectors: %m", st->data_path, n);
+    }
+    if (fr.n || pu.n)
+      tc_store_alloc_rewind(&st->alloc);
+    r = apply_pending(st);
+    err = errno;
+  }
+  else {
+    st->broken = err ? err : EIO;   /* the batch is lost: refuse calls until reopened */
+    pending_free(st);
+  }
+  free(fr.v);
+  free(pu.v);
+  pthread_cond_broadcast(&st->idle);
+  errno = err;
+  return r;
 }
 
 /* Rebuild the allocator from the committed records. */
@@ -191,6 +244,7 @@ store_free(struct tc_store *st)
 {
   if (st->txn)
     mdb_txn_abort(st->txn);
+  pending_free(st);
   if (st->env)
     mdb_env_close(st->env);
   if (st->fd >= 0)
@@ -203,6 +257,7 @@ store_free(struct tc_store *st)
   free(st->data_path);
   free(st->meta_path);
   pthread_mutex_destroy(&st->lock);
+  pthread_cond_destroy(&st->idle);
   free(st);
 }
 
@@ -214,6 +269,8 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
     return tc_error(ENOMEM, "no memory for a store");
   st->fd = -1;
   pthread_mutex_init(&st->lock, NULL);
+  pthread_cond_init(&st->idle, NULL);
+  st->pending_tail = &st->pending;
   st->data_path = strdup(data_path);
   if (meta_path)
     st->meta_path = strdup(meta_path);
@@ -315,8 +372,11 @@ tc_store_close(struct tc_store *st)
   if (!st)
     return 0;
   int r = 0;
-  if (!st->broken && (st->txn || st->data_dirty || st->to_free.n || st->to_punch.n))
+  pthread_mutex_lock(&st->lock);
+  wait_idle(st);
+  if (!st->broken && (st->txn || st->data_dirty || st->to_free.n || st->to_punch.n || st->pending))
     r = commit(st);
+  pthread_mutex_unlock(&st->lock);
   store_free(st);
   return r;
 }
@@ -389,6 +449,7 @@ tc_store_read(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len
               void *buf, uint8_t *present, uint64_t *version)
 {
   SCOPED_LOCK(&st->lock);
+  wait_idle(st);
   CHECK_USABLE(st);
   if (check_range(st, "read", inode, offset, len) < 0)
     return -1;
@@ -453,24 +514,34 @@ pwrite_all(struct tc_store *st, const uint8_t *p, size_t len, uint64_t pos)
   return 0;
 }
 
+/* Allocate count sectors into locs without committing: 0, or 1 if the
+ * data area is full (nothing stays allocated). */
+static int
+alloc_try(struct tc_store *st, uint32_t *locs, uint32_t count)
+{
+  uint32_t got = 0;
+  while (got < count) {
+    uint32_t start, n = tc_store_alloc_run(&st->alloc, count - got, &start);
+    if (!n)
+      break;
+    for (uint32_t k = 0; k < n; k++)
+      locs[got++] = start + k;
+  }
+  if (got == count)
+    return 0;
+  for (uint32_t k = 0; k < got; k++)
+    tc_store_alloc_release(&st->alloc, locs[k], 1);
+  return 1;
+}
+
 /* Allocate count sectors into locs, committing the batch once to reclaim
  * old copies if the data area is full. On failure nothing stays allocated. */
 static int
 alloc_sectors(struct tc_store *st, uint32_t *locs, uint32_t count)
 {
   for (int attempt = 0;; attempt++) {
-    uint32_t got = 0;
-    while (got < count) {
-      uint32_t start, n = tc_store_alloc_run(&st->alloc, count - got, &start);
-      if (!n)
-        break;
-      for (uint32_t k = 0; k < n; k++)
-        locs[got++] = start + k;
-    }
-    if (got == count)
+    if (alloc_try(st, locs, count) == 0)
       return 0;
-    for (uint32_t k = 0; k < got; k++)
-      tc_store_alloc_release(&st->alloc, locs[k], 1);
     if (attempt || (!st->to_free.n && !st->to_punch.n))
       return tc_error(ENOSPC, "store %s: the data area is full (%" PRIu32 " sectors)",
                       st->data_path, st->alloc.nsect);
@@ -479,27 +550,11 @@ alloc_sectors(struct tc_store *st, uint32_t *locs, uint32_t count)
   }
 }
 
-int
-tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
-               const void *buf, uint64_t version)
+/* Write count sectors of in to the fresh sectors locs, one pwrite per
+ * contiguous run; on failure the sectors are released. */
+static int
+write_data(struct tc_store *st, const uint8_t *in, const uint32_t *locs, uint32_t count)
 {
-  SCOPED_LOCK(&st->lock);
-  CHECK_USABLE(st);
-  if (check_range(st, "write", inode, offset, len) < 0)
-    return -1;
-  if (version == 0)
-    return tc_error(EINVAL, "store write: inode %#" PRIx64 " offset %" PRIu64 ": version 0 is reserved",
-                    inode, offset);
-  uint64_t block = offset / st->hdr.block_size;
-  uint32_t first = (uint32_t) (offset % st->hdr.block_size / TC_STORE_SECTOR), count = len / TC_STORE_SECTOR;
-  uint32_t locs[TC_STORE_MAX_SECTORS];
-  uint64_t sums[TC_STORE_MAX_SECTORS];
-  const uint8_t *in = buf;
-  for (uint32_t i = 0; i < count; i++)
-    sums[i] = tc_store_sector_csum(in + (size_t) i * TC_STORE_SECTOR, inode, offset / TC_STORE_SECTOR + i);
-  if (alloc_sectors(st, locs, count) < 0)
-    return -1;
-  /* New data to free sectors first; nothing points at them yet. */
   for (uint32_t i = 0; i < count;) {
     uint32_t j = i + 1;
     while (j < count && locs[j] == locs[j - 1] + 1)
@@ -513,50 +568,56 @@ tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t le
     i = j;
   }
   st->data_dirty = 1;
+  return 0;
+}
+
+/* Point the object's sectors at locs in the batch (the data is written);
+ * the old copies are freed once the batch is durable. */
+static int
+apply_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len, const uint32_t *locs,
+            const uint64_t *sums, uint64_t version)
+{
+  uint64_t block = offset / st->hdr.block_size;
+  uint32_t first = (uint32_t) (offset % st->hdr.block_size / TC_STORE_SECTOR), count = len / TC_STORE_SECTOR;
   MDB_txn *txn = NULL;
   if (batch(st, &txn) < 0 || rec_load(st, txn, inode, block) < 0)
-    return mark_broken(st);
+    return -1;
   for (uint32_t i = 0; i < count; i++) {
     uint32_t s = first + i;
     if (tc_store_bit(st->rec.bitmap, s) && tc_store_runs_add(&st->to_free, st->rec.loc[s], 1) < 0)
-      return mark_broken(st);
+      return -1;
     tc_store_bit_set(st->rec.bitmap, s);
     st->rec.loc[s] = locs[i];
     st->rec.csum[s] = sums[i];
   }
   st->rec.version = version;
   if (rec_save(st, txn, inode, block) < 0)
-    return mark_broken(st);
-  if (++st->batch_ops >= TC_STORE_BATCH_MAX && commit(st) < 0)
-    return mark_broken(st);
+    return -1;
+  st->batch_ops++;
   return 0;
 }
 
-/* Delete sectors; with tombstone, also set the version and keep the
- * object's record when no sector remains. */
+/* Delete sectors in the batch; with tombstone, also set the version and
+ * keep the object's record when no sector remains. */
 static int
-store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len, int tombstone,
+apply_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len, int tombstone,
              uint64_t version)
 {
-  SCOPED_LOCK(&st->lock);
-  CHECK_USABLE(st);
-  if (check_range(st, "delete", inode, offset, len) < 0)
-    return -1;
   uint64_t block = offset / st->hdr.block_size;
   uint32_t first = (uint32_t) (offset % st->hdr.block_size / TC_STORE_SECTOR), count = len / TC_STORE_SECTOR;
   MDB_txn *txn = NULL;
   if (batch(st, &txn) < 0)
-    return mark_broken(st);
+    return -1;
   int found = rec_load(st, txn, inode, block);
   if (found < 0)
-    return mark_broken(st);
+    return -1;
   if (!found && !tombstone)
     return 0;
   int changed = tombstone && (!found || st->rec.version != version);
   for (uint32_t s = first; s < first + count; s++)
     if (tc_store_bit(st->rec.bitmap, s)) {
       if (tc_store_runs_add(&st->to_punch, st->rec.loc[s], 1) < 0)
-        return mark_broken(st);
+        return -1;
       tc_store_bit_clear(st->rec.bitmap, s);
       changed = 1;
     }
@@ -565,8 +626,121 @@ store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
   if (tombstone)
     st->rec.version = version;
   if (rec_save_keep(st, txn, inode, block, tombstone) < 0)
+    return -1;
+  st->batch_ops++;
+  return 0;
+}
+
+/* Queue a write or delete made during a commit (its data, if any, is
+ * already written to locs). */
+static int
+pending_add(struct tc_store *st, int kind, uint64_t inode, uint64_t offset, uint32_t len, uint64_t version,
+            const uint32_t *locs, const uint64_t *sums)
+{
+  uint32_t count = kind == TC_STORE_PEND_WRITE ? len / TC_STORE_SECTOR : 0;
+  struct tc_store_pending *p = malloc(sizeof *p + (size_t) count * (sizeof *sums + sizeof *locs));
+  if (!p)
+    return tc_error(ENOMEM, "store %s: no memory for a write queued behind a commit", st->data_path);
+  *p = (struct tc_store_pending) { .inode = inode, .offset = offset, .version = version, .len = len, .kind = kind };
+  p->sums = (uint64_t *) (p + 1);
+  p->locs = (uint32_t *) (p->sums + count);
+  if (count) {
+    memcpy(p->sums, sums, count * sizeof *sums);
+    memcpy(p->locs, locs, count * sizeof *locs);
+  }
+  *st->pending_tail = p;
+  st->pending_tail = &p->next;
+  st->seq++;
+  return 0;
+}
+
+/* The writes and deletes queued during the commit that just ended, into
+ * the new batch, in their order. */
+static int
+apply_pending(struct tc_store *st)
+{
+  int r = 0;
+  while (st->pending && r == 0) {
+    struct tc_store_pending *p = st->pending;
+    r = p->kind == TC_STORE_PEND_WRITE
+        ? apply_write(st, p->inode, p->offset, p->len, p->locs, p->sums, p->version)
+        : apply_delete(st, p->inode, p->offset, p->len, p->kind == TC_STORE_PEND_TOMBSTONE, p->version);
+    st->pending = p->next;
+    free(p);
+  }
+  if (r < 0) {
+    int err = errno;
+    pending_free(st);
+    errno = err;
+  }
+  if (!st->pending)
+    st->pending_tail = &st->pending;
+  return r;
+}
+
+int
+tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
+               const void *buf, uint64_t version)
+{
+  if (check_range(st, "write", inode, offset, len) < 0)
+    return -1;
+  if (version == 0)
+    return tc_error(EINVAL, "store write: inode %#" PRIx64 " offset %" PRIu64 ": version 0 is reserved",
+                    inode, offset);
+  uint32_t count = len / TC_STORE_SECTOR;
+  uint32_t locs[TC_STORE_MAX_SECTORS];
+  uint64_t sums[TC_STORE_MAX_SECTORS];
+  const uint8_t *in = buf;
+  /* Checksums outside the lock: a commit's end or another write need not wait for them. */
+  for (uint32_t i = 0; i < count; i++)
+    sums[i] = tc_store_sector_csum(in + (size_t) i * TC_STORE_SECTOR, inode, offset / TC_STORE_SECTOR + i);
+  SCOPED_LOCK(&st->lock);
+  CHECK_USABLE(st);
+  if (st->committing) {
+    /* A commit is flushing: the data goes to free sectors now, the
+     * metadata joins the next batch. If no sector is free, wait for the
+     * commit (it frees old copies) and write the ordinary way. */
+    if (alloc_try(st, locs, count) == 0) {
+      if (write_data(st, in, locs, count) < 0)
+        return -1;
+      if (pending_add(st, TC_STORE_PEND_WRITE, inode, offset, len, version, locs, sums) < 0) {
+        for (uint32_t k = 0; k < count; k++)
+          tc_store_alloc_release(&st->alloc, locs[k], 1);
+        return -1;
+      }
+      return 0;
+    }
+    wait_idle(st);
+    CHECK_USABLE(st);
+  }
+  if (alloc_sectors(st, locs, count) < 0)
+    return -1;
+  /* New data to free sectors first; nothing points at them yet. */
+  if (write_data(st, in, locs, count) < 0)
+    return -1;
+  if (apply_write(st, inode, offset, len, locs, sums, version) < 0)
     return mark_broken(st);
-  if (++st->batch_ops >= TC_STORE_BATCH_MAX && commit(st) < 0)
+  st->seq++;
+  if (st->batch_ops >= TC_STORE_BATCH_MAX && commit(st) < 0)
+    return mark_broken(st);
+  return 0;
+}
+
+static int
+store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len, int tombstone,
+             uint64_t version)
+{
+  SCOPED_LOCK(&st->lock);
+  CHECK_USABLE(st);
+  if (check_range(st, "delete", inode, offset, len) < 0)
+    return -1;
+  if (st->committing)
+    return pending_add(st, tombstone ? TC_STORE_PEND_TOMBSTONE : TC_STORE_PEND_DELETE, inode, offset, len,
+                       version, NULL, NULL);
+  if (apply_delete(st, inode, offset, len, tombstone, version) < 0)
+    return mark_broken(st);
+  st->seq++;
+  if (st->batch_ops >= TC_STORE_BATCH_MAX && commit(st) < 0)
     return mark_broken(st);
   return 0;
 }
@@ -596,6 +770,12 @@ tc_store_sync(struct tc_store *st)
 {
   SCOPED_LOCK(&st->lock);
   CHECK_USABLE(st);
+  uint64_t want = st->seq;
+  wait_idle(st);
+  CHECK_USABLE(st);
+  /* A commit that began after our writes (another caller's) covered them. */
+  if (st->durable_seq >= want)
+    return 0;
   if (commit(st) < 0)
     return mark_broken(st);
   return 0;
@@ -605,6 +785,7 @@ int
 tc_store_scrub(struct tc_store *st, uint64_t inode, uint64_t offset, uint8_t *bad)
 {
   SCOPED_LOCK(&st->lock);
+  wait_idle(st);
   CHECK_USABLE(st);
   uint64_t block = offset / st->hdr.block_size;
   if (bad)
@@ -649,6 +830,7 @@ int
 tc_store_object(struct tc_store *st, uint64_t inode, uint64_t offset, struct tc_store_obj *obj)
 {
   SCOPED_LOCK(&st->lock);
+  wait_idle(st);
   CHECK_USABLE(st);
   MDB_txn *txn = NULL;
   if (batch(st, &txn) < 0)
@@ -666,6 +848,7 @@ tc_store_list(struct tc_store *st, uint64_t inode_min, uint64_t inode_max,
               tc_store_list_cb cb, void *opaque)
 {
   SCOPED_LOCK(&st->lock);
+  wait_idle(st);
   CHECK_USABLE(st);
   MDB_txn *txn = NULL;
   MDB_cursor *cur;
@@ -704,6 +887,7 @@ int
 tc_store_stats(struct tc_store *st, struct tc_store_stats *s)
 {
   SCOPED_LOCK(&st->lock);
+  wait_idle(st);
   CHECK_USABLE(st);
   MDB_txn *txn = NULL;
   MDB_stat ms;

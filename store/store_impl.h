@@ -89,8 +89,29 @@ struct tc_store_runs {
 };
 int tc_store_runs_add(struct tc_store_runs *r, uint32_t start, uint32_t n);
 
+/* A write or delete that arrived while a commit was flushing: its data is
+ * already in free sectors; its metadata joins the next batch once the
+ * commit is done (store.c, apply_pending). */
+struct tc_store_pending {
+  struct tc_store_pending *next;
+  uint64_t inode, offset, version;
+  uint32_t len;
+  int kind;                   /* TC_STORE_PEND_* */
+  uint64_t *sums;             /* write: one checksum a sector, then... */
+  uint32_t *locs;             /* ...its data sector (both inside this allocation) */
+};
+enum { TC_STORE_PEND_WRITE, TC_STORE_PEND_DELETE, TC_STORE_PEND_TOMBSTONE };
+
 struct tc_store {
   pthread_mutex_t lock;
+  /* Group commit: a commit flushes with the lock released; meanwhile
+   * writes and deletes queue in pending (their data goes to disk at once),
+   * every other call waits on idle. */
+  pthread_cond_t idle;
+  int committing;
+  struct tc_store_pending *pending, **pending_tail;
+  uint64_t seq;               /* writes and deletes since open */
+  uint64_t durable_seq;       /* of them, those the last commit made durable */
   int fd;
   char *data_path;
   char *meta_path;

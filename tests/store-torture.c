@@ -4,7 +4,11 @@
  *     Random sector-aligned writes (content derived from inode, sector and
  *     version) and deletes on a small set of objects; before each op it
  *     prints "W ino blk first count ver" or "D ino blk first count", after
- *     every SYNC_EVERY ops it syncs and prints "S". With DIE_AFTER it kills itself
+ *     every SYNC_EVERY ops it syncs and prints "S".
+ *   store-torture run-async ...   (the same arguments)
+ *     The syncs run on a second thread while the writes go on (the OSD's
+ *     group commit): after op N the writer asks for a sync and carries on;
+ *     the sync thread prints "S N" when it returns (ops 1..N durable). With DIE_AFTER it kills itself
  *     (SIGKILL) right after op DIE_AFTER, inside a batch. Every line is flushed,
  *     so after a kill -9 the log names every op that may have started and
  *     every op that was acknowledged as synced.
@@ -20,6 +24,7 @@
 #include <config.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -60,13 +65,55 @@ fill(uint8_t *p, uint64_t inode, uint64_t s, uint64_t v)
   }
 }
 
+/* run-async: the sync thread and what it was asked for. */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  long asked, done;          /* op counts */
+  int stop, failed;
+  struct tc_store *st;
+} as = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, NULL };
+
+static void *
+sync_thread(void *arg)
+{
+  (void) arg;
+  pthread_mutex_lock(&as.lock);
+  for (;;) {
+    while (as.asked == as.done && !as.stop)
+      pthread_cond_wait(&as.cond, &as.lock);
+    if (as.asked == as.done)
+      break;
+    long n = as.asked;
+    pthread_mutex_unlock(&as.lock);
+    int r = tc_store_sync(as.st);
+    if (r == 0) {
+      printf("S %ld\n", n);
+      fflush(stdout);
+    }
+    else
+      fprintf(stderr, "store-torture: sync after op %ld: %s\n", n, tc_last_error());
+    pthread_mutex_lock(&as.lock);
+    as.done = n;
+    as.failed |= r < 0;
+  }
+  pthread_mutex_unlock(&as.lock);
+  return NULL;
+}
+
 static int
-run(const char *data, uint64_t seed, uint64_t ver, long ops, long sync_every, long die_after)
+run(const char *data, uint64_t seed, uint64_t ver, long ops, long sync_every, long die_after, int async)
 {
   struct tc_store *st;
+  pthread_t th;
   static uint8_t buf[SPB * SEC];
   if (tc_store_open(&st, data, NULL) < 0) {
     fprintf(stderr, "store-torture: %s\n", tc_last_error());
+    return 1;
+  }
+  as.st = st;
+  if (async && pthread_create(&th, NULL, sync_thread, NULL) != 0) {
+    fprintf(stderr, "store-torture: no sync thread\n");
     return 1;
   }
   for (long n = 1; n <= ops; n++) {
@@ -91,7 +138,14 @@ run(const char *data, uint64_t seed, uint64_t ver, long ops, long sync_every, lo
     }
     if (n == die_after)
       raise(SIGKILL);
-    if (r == 0 && n % sync_every == 0 && (r = tc_store_sync(st)) == 0) {
+    if (async && r == 0 && n % sync_every == 0) {
+      pthread_mutex_lock(&as.lock);
+      as.asked = n;
+      r = as.failed ? -1 : 0;
+      pthread_cond_signal(&as.cond);
+      pthread_mutex_unlock(&as.lock);
+    }
+    else if (r == 0 && n % sync_every == 0 && (r = tc_store_sync(st)) == 0) {
       printf("S\n");
       fflush(stdout);
     }
@@ -99,6 +153,13 @@ run(const char *data, uint64_t seed, uint64_t ver, long ops, long sync_every, lo
       fprintf(stderr, "store-torture: op %ld: %s\n", n, tc_last_error());
       return 1;
     }
+  }
+  if (async) {
+    pthread_mutex_lock(&as.lock);
+    as.stop = 1;
+    pthread_cond_signal(&as.cond);
+    pthread_mutex_unlock(&as.lock);
+    pthread_join(th, NULL);
   }
   return tc_store_close(st) < 0;
 }
@@ -152,7 +213,15 @@ verify(const char *data, const char *baseline)
       break;
     struct op o = { 0 };
     if (line[0] == 'S') {
-      nsynced = nops;
+      long upto;   /* "S N" (run-async): ops 1..N are durable */
+      if (sscanf(line, "S %ld", &upto) != 1)
+        nsynced = nops;
+      else if (upto < 0 || (size_t) upto > nops) {
+        fprintf(stderr, "store-torture: bad log line (sync of ops not started): %s", line);
+        return 1;
+      }
+      else if ((size_t) upto > nsynced)
+        nsynced = (size_t) upto;
       continue;
     }
     int n = sscanf(line, "%c %d %d %d %d %" SCNu64, &o.kind, &o.i, &o.b, &o.first, &o.count, &o.ver);
@@ -270,12 +339,12 @@ main(int argc, char **argv)
 {
   if (tc_crypto_init() < 0)
     return 1;
-  if ((argc == 7 || argc == 8) && !strcmp(argv[1], "run"))
+  if ((argc == 7 || argc == 8) && (!strcmp(argv[1], "run") || !strcmp(argv[1], "run-async")))
     return run(argv[2], strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0), atol(argv[5]), atol(argv[6]),
-               argc == 8 ? atol(argv[7]) : 0);
+               argc == 8 ? atol(argv[7]) : 0, !strcmp(argv[1], "run-async"));
   if (argc == 4 && !strcmp(argv[1], "verify"))
     return verify(argv[2], argv[3]);
-  fprintf(stderr, "usage: store-torture run DATA SEED FIRST_VERSION OPS SYNC_EVERY [DIE_AFTER]\n"
+  fprintf(stderr, "usage: store-torture run|run-async DATA SEED FIRST_VERSION OPS SYNC_EVERY [DIE_AFTER]\n"
           "       store-torture verify DATA BASELINE < LOG\n");
   return 2;
 }

@@ -334,6 +334,30 @@ test_gcm_vectors(void)
       CHECK(memcmp(buf, pt, ptlen) == 0, "TC%d (split %zu): open does not give the plaintext", tc, c);
     }
 
+    /* The one-pass copy-and-seal (no AAD): the same ciphertext, the tag
+     * after it, from one buffer or gathered from three; the input is left
+     * untouched. */
+    if (!aadlen) {
+      uint8_t *out = malloc(ptlen + 16), *in = malloc(ptlen + 1);
+      CHECK(out && in, "memory");
+      memcpy(in, pt, ptlen);
+      for (int c = 0; c < 2; c++) {
+        struct iovec src[3];
+        int ns = c == 0 ? (src[0] = (struct iovec) { in, ptlen }, 1) : split(src, in, ptlen, 7, 39);
+        memset(out, 0xAA, ptlen + 16);
+        CHECK(tc_gcm_seal_copy(g, iv, src, ns, out, ptlen) == 0, "TC%d seal_copy: %s", tc, tc_last_error());
+        CHECK(eq_hex(out, gcm_vectors[v].ct, ptlen), "TC%d (seal_copy %d): wrong ciphertext", tc, c);
+        CHECK(eq_hex(out + ptlen, gcm_vectors[v].tag, 16), "TC%d (seal_copy %d): wrong tag", tc, c);
+        CHECK(memcmp(in, pt, ptlen) == 0, "TC%d (seal_copy %d): the input changed", tc, c);
+      }
+      errno = 0;
+      struct iovec shortin = { in, ptlen ? ptlen - 1 : 0 };
+      CHECK(ptlen == 0 || (tc_gcm_seal_copy(g, iv, &shortin, 1, out, ptlen) < 0 && errno == EINVAL),
+            "TC%d: seal_copy of fewer bytes than the record accepted", tc);
+      free(out);
+      free(in);
+    }
+
     /* Tampering: a bad tag, a flipped ciphertext bit, a flipped AAD bit,
      * another nonce: each refused with EBADMSG, and the data buffer zeroed
      * (never left holding unauthenticated plaintext). */

@@ -4,7 +4,9 @@
 # or a later write's (never garbage), and the whole store is the state after
 # one prefix of the op log (see store-torture.c). Odd rounds are killed from
 # outside after a random delay (mostly landing in a sync); even rounds kill
-# themselves after a random op, inside a batch. The store is small so that
+# themselves after a random op, inside a batch. Every third round syncs on
+# a second thread while the writes go on (group commit: writes made during
+# a commit's flushes join the next batch). The store is small so that
 # freed sectors are reused quickly.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 requires tromcho
@@ -17,8 +19,9 @@ rounds=${STORE_CRASH_ROUNDS:-12}
 for round in $(seq "$rounds"); do
   log=$TESTDIR/round$round.log
   every=$(( RANDOM % 16 + 1 ))     # sync every 1..16 ops
+  mode=run; [ $(( round % 3 )) = 0 ] && mode=run-async
   if [ $(( round % 2 )) = 1 ]; then
-    "$torture" run "$data" "$RANDOM$round" $(( round * 10000000 )) 200000 "$every" > "$log" &
+    "$torture" $mode "$data" "$RANDOM$round" $(( round * 10000000 )) 200000 "$every" > "$log" &
     pid=$!
     cleanup_fn "kill -9 $pid 2>/dev/null"
     ms=$(( 100 + RANDOM % 600 ))
@@ -28,12 +31,12 @@ for round in $(seq "$rounds"); do
     how="killed after $ms ms"
   else
     die=$(( 100 + RANDOM % 1500 ))
-    "$torture" run "$data" "$RANDOM$round" $(( round * 10000000 )) 200000 "$every" "$die" > "$log"
+    "$torture" $mode "$data" "$RANDOM$round" $(( round * 10000000 )) 200000 "$every" "$die" > "$log"
     how="killed itself after op $die"
   fi
   writes=$(grep -c '^W' "$log" || true)
   syncs=$(grep -c '^S' "$log" || true)
-  echo "round $round: sync every $every, $how, $writes writes started, $syncs syncs acknowledged"
+  echo "round $round ($mode): sync every $every, $how, $writes writes started, $syncs syncs acknowledged"
   [ "$writes" -gt 0 ] || fail "round $round: the driver wrote nothing"
   "$torture" verify "$data" "$TESTDIR/baseline" < "$log" || fail "round $round: verification failed"
 done

@@ -59,6 +59,13 @@ int tc_gcm_rekey(struct tc_gcm *g, const uint8_t key[TC_GCM_KEY_SIZE]);
 int tc_gcm_seal(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
                 const struct iovec *aad, int naad, const struct iovec *data, int ndata,
                 uint8_t tag[TC_GCM_TAG_SIZE]);
+/* Encrypt len bytes gathered from the in buffers into out (one pass: the
+ * copy and the encryption together, GnuTLS's one-shot AEAD call for one
+ * contiguous buffer), authenticating nothing else; out needs room for
+ * len + TC_GCM_TAG_SIZE bytes: the tag is written right after the
+ * ciphertext. The same bytes as tc_gcm_seal on a copy. */
+int tc_gcm_seal_copy(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
+                     const struct iovec *in, int nin, void *out, size_t len);
 /* Check the tag (in constant time) and decrypt in place; EBADMSG if the
  * tag does not match, in which case the data buffers are zeroed (no
  * unauthenticated plaintext is ever left behind). */

@@ -70,6 +70,33 @@ tc_gcm_seal(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
 }
 
 int
+tc_gcm_seal_copy(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
+                 const struct iovec *in, int nin, void *out, size_t len)
+{
+  if (nin == 1 && in[0].iov_len == len) {
+    size_t outlen = len + TC_GCM_TAG_SIZE;
+    int r = gnutls_aead_cipher_encrypt(g->h, nonce, TC_GCM_NONCE_SIZE, NULL, 0, TC_GCM_TAG_SIZE,
+                                       in[0].iov_base, len, out, &outlen);
+    if (r < 0)
+      return tc_error(EIO, "AES-256-GCM seal: %s", gnutls_strerror(r));
+    return 0;
+  }
+  /* Scattered input: gather, then seal in place. */
+  size_t off = 0;
+  for (int i = 0; i < nin; i++) {
+    if (off + in[i].iov_len > len)
+      return tc_error(EINVAL, "AES-256-GCM seal: %zu bytes of input for a %zu-byte record",
+                      off + in[i].iov_len, len);
+    memcpy((uint8_t *) out + off, in[i].iov_base, in[i].iov_len);
+    off += in[i].iov_len;
+  }
+  if (off != len)
+    return tc_error(EINVAL, "AES-256-GCM seal: %zu bytes of input for a %zu-byte record", off, len);
+  struct iovec one = { out, len };
+  return tc_gcm_seal(g, nonce, NULL, 0, &one, 1, (uint8_t *) out + len);
+}
+
+int
 tc_gcm_open(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
             const struct iovec *aad, int naad, const struct iovec *data, int ndata,
             const uint8_t tag[TC_GCM_TAG_SIZE])

@@ -311,21 +311,21 @@ build_frame(struct tc_msgr_conn *c, struct tc_out *o, struct tc_frame_hdr *hdr,
           o->iov[n++] = iov[i];
     }
     else {
-      uint8_t *buf = malloc(len);
+      /* The copy and the sealing in one pass; the tag lands after the
+       * ciphertext, so payload and tag go out as one iovec. */
+      uint8_t *buf = malloc(len + TC_FRAME_TAG);
       if (!buf)
         return tc_error(ENOMEM, "frame of %zu bytes: out of memory", len);
-      size_t off = 0;
-      for (int i = 0; i < iovcnt; i++) {
-        memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
-        off += iov[i].iov_len;
-      }
-      struct iovec one = { buf, len };
-      if (tc_frame_seal_payload(&c->fr, &one, 1, o->tag) < 0) {
+      if (tc_frame_seal_payload_copy(&c->fr, iov, iovcnt, buf, len) < 0) {
         free(buf);
         return -1;
       }
       o->owned = buf;
-      o->iov[n++] = one;
+      o->iov[n].iov_base = buf;
+      o->iov[n++].iov_len = len + TC_FRAME_TAG;
+      o->iovcnt = n;
+      o->bytes = hw + tc_frame_payload_wire(&c->fr, (uint32_t) len);
+      return 0;
     }
     o->iov[n].iov_base = o->tag;
     o->iov[n++].iov_len = TC_FRAME_TAG;

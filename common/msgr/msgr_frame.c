@@ -194,6 +194,16 @@ tc_frame_seal_payload(struct tc_frame_ctx *f, const struct iovec *iov, int iovcn
 }
 
 int
+tc_frame_seal_payload_copy(struct tc_frame_ctx *f, const struct iovec *iov, int iovcnt, void *out, size_t len)
+{
+  uint8_t nonce[TC_GCM_NONCE_SIZE];
+  dir_nonce(&f->tx, nonce);
+  if (tc_gcm_seal_copy(f->tx.gcm, nonce, iov, iovcnt, out, len) < 0)
+    return -1;
+  return dir_next(&f->tx);
+}
+
+int
 tc_frame_open_hdr(struct tc_frame_ctx *f, const uint8_t *wire, struct tc_frame_hdr *hdr)
 {
   memcpy(hdr, wire, HDR_SIZE);

@@ -58,6 +58,10 @@ int tc_frame_seal_hdr(struct tc_frame_ctx *f, struct tc_frame_hdr *hdr, const st
                       int iovcnt, uint8_t out[TC_FRAME_HDR_MAX]);
 int tc_frame_seal_payload(struct tc_frame_ctx *f, const struct iovec *iov, int iovcnt,
                           uint8_t tag[TC_FRAME_TAG]);
+/* The same, sealing a copy: the payload gathered from iov into out (room
+ * for len + TC_FRAME_TAG: the tag follows the ciphertext) in one pass. */
+int tc_frame_seal_payload_copy(struct tc_frame_ctx *f, const struct iovec *iov, int iovcnt, void *out,
+                               size_t len);
 /* Open a wire header (tc_frame_hdr_wire() bytes) into hdr: checks the tag
  * or hdr_check, the magic and the length limit. */
 int tc_frame_open_hdr(struct tc_frame_ctx *f, const uint8_t *wire, struct tc_frame_hdr *hdr);

@@ -1,0 +1,154 @@
+/* The store's syncs off the event loop: one thread runs tc_store_sync for
+ * every SYNC and SEC_SYNC that arrived meanwhile (one commit answers them
+ * all), while the loop goes on serving the network and the writes (the
+ * store queues writes made during a commit's flushes for the next batch:
+ * store/store.md). Completions come back to the loop through
+ * tc_evloop_submit, in the order the syncs were asked for. */
+#include <config.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "log.h"
+#include "osd.h"
+
+struct osd_sync_req {
+  struct osd_sync_req *next;
+  osd_sync_cb cb;
+  void *arg;
+  int err;
+};
+
+struct osd_syncer {
+  struct osd *o;
+  pthread_t th;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  struct osd_sync_req *queue, **queue_tail;   /* asked, not yet taken */
+  struct osd_sync_req *done, **done_tail;     /* synced, not yet delivered */
+  int stop;
+  int deliver_pending;                        /* a deliver call is submitted */
+};
+
+/* On the loop: run the callbacks of the finished syncs. */
+static void
+deliver(struct tc_evloop *loop, void *arg)
+{
+  (void) loop;
+  struct osd_syncer *s = arg;
+  pthread_mutex_lock(&s->lock);
+  struct osd_sync_req *r = s->done;
+  s->done = NULL;
+  s->done_tail = &s->done;
+  s->deliver_pending = 0;
+  pthread_mutex_unlock(&s->lock);
+  while (r) {
+    struct osd_sync_req *next = r->next;
+    r->cb(s->o, r->arg, r->err);
+    free(r);
+    r = next;
+  }
+}
+
+static void *
+sync_thread(void *arg)
+{
+  struct osd_syncer *s = arg;
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    while (!s->queue && !s->stop)
+      pthread_cond_wait(&s->cond, &s->lock);
+    if (!s->queue)
+      break;
+    struct osd_sync_req *batch = s->queue, **tail = s->queue_tail;
+    s->queue = NULL;
+    s->queue_tail = &s->queue;
+    pthread_mutex_unlock(&s->lock);
+    int err = 0;
+    if (tc_store_sync(s->o->store) < 0) {
+      err = errno ? errno : EIO;
+      tc_err("osd %" PRIu64 ": store sync: %s", s->o->osd_num, tc_last_error());
+    }
+    for (struct osd_sync_req *r = batch; r; r = r->next)
+      r->err = err;
+    pthread_mutex_lock(&s->lock);
+    *s->done_tail = batch;
+    s->done_tail = tail;
+    if (!s->deliver_pending && !s->stop) {
+      s->deliver_pending = 1;
+      if (tc_evloop_submit(s->o->loop, deliver, s) < 0) {
+        s->deliver_pending = 0;
+        tc_err("osd %" PRIu64 ": cannot hand sync results to the loop: %s", s->o->osd_num, tc_last_error());
+      }
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+int
+osd_sync_start(struct osd *o)
+{
+  struct osd_syncer *s = calloc(1, sizeof *s);
+  if (!s)
+    return tc_error(ENOMEM, "no memory for the sync thread");
+  s->o = o;
+  s->queue_tail = &s->queue;
+  s->done_tail = &s->done;
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->cond, NULL);
+  int rc = pthread_create(&s->th, NULL, sync_thread, s);
+  if (rc) {
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    free(s);
+    return tc_error(rc, "starting the sync thread: %s", strerror(rc));
+  }
+  o->syncer = s;
+  return 0;
+}
+
+void
+osd_sync_stop(struct osd *o)
+{
+  struct osd_syncer *s = o->syncer;
+  if (!s)
+    return;
+  pthread_mutex_lock(&s->lock);
+  s->stop = 1;   /* the thread still syncs what was asked, then ends */
+  pthread_cond_signal(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->th, NULL);
+  /* On the loop thread: answer what finished (a submitted deliver, if
+   * any, is dropped with the loop and finds nothing). */
+  deliver(o->loop, s);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->cond);
+  free(s);
+  o->syncer = NULL;
+}
+
+int
+osd_sync_async(struct osd *o, osd_sync_cb cb, void *arg)
+{
+  struct osd_syncer *s = o->syncer;
+  struct osd_sync_req *r = calloc(1, sizeof *r);
+  if (!r)
+    return tc_error(ENOMEM, "no memory for a sync");
+  if (!s) {   /* not started (never in the daemon): sync here */
+    r->err = tc_store_sync(o->store) < 0 ? (errno ? errno : EIO) : 0;
+    cb(o, arg, r->err);
+    free(r);
+    return 0;
+  }
+  r->cb = cb;
+  r->arg = arg;
+  pthread_mutex_lock(&s->lock);
+  *s->queue_tail = r;
+  s->queue_tail = &r->next;
+  pthread_cond_signal(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
