@@ -46,14 +46,21 @@ cluster () {
 import json, sys
 d, kv, mode = sys.argv[1:]
 c = json.load(open(d + "/base.conf"))
-c.update({"etcd_address": ["http://127.0.0.1:" + kv], "gateway_address": "127.0.0.1:" + kv,
+# With certificates (make-certs' config names antietcd_cert) the gateway serves HTTPS.
+scheme = "https" if c.get("antietcd_cert") else "http"
+c.update({"etcd_address": [scheme + "://127.0.0.1:" + kv], "gateway_address": "127.0.0.1:" + kv,
           "gateway_data": d + "/gw", "proto_checksums": mode, "log_level": "warn"})
 json.dump(c, open(d + "/tromcho.conf", "w"))
 PY
   CONF=$d/tromcho.conf
   TROMCHO_CONFIG=$CONF tromcho-gateway >"$d/gw.log" 2>&1 &
   pids+=($!)
-  wait_until curl -sf "http://127.0.0.1:$kv/health"
+  if [ "$2" = 1 ]; then
+    wait_until curl -sf --cacert "$d/pki/antietcd.crt" --cert "$d/pki/admin.crt" --key "$d/pki/admin.key" \
+      "https://127.0.0.1:$kv/health" || { echo "nbd.sh: the gateway of $1 did not answer: $(tail -3 "$d/gw.log")" >&2; exit 1; }
+  else
+    wait_until curl -sf "http://127.0.0.1:$kv/health" || { echo "nbd.sh: the gateway of $1 did not answer" >&2; exit 1; }
+  fi
   local n
   for n in 1 2 3; do
     TROMCHO_CONFIG=$CONF tromcho osd-create --data "$d/osd$n" --osd_num $n --size 8G >/dev/null
