@@ -76,6 +76,13 @@ const struct tc_opt_def tc_options[] = {
   { "osd_data", TC_OPT_STRING, NULL, "tromcho-osd: the store's data file or device (default: what osd-create recorded in /config/osd/<osd_num>)" },
   { "osd_meta", TC_OPT_STRING, NULL, "tromcho-osd: the store's metadata file (default: osd_data + .meta)" },
   { "osd_port", TC_OPT_INT, "0", "tromcho-osd: TCP port to listen on (0: any free port, published in /osd/state)" },
+  { "osd_stats_interval", TC_OPT_INT, "5", "tromcho-osd: seconds between writes of /osd/stats/<n> and the changed /pg/state/<pool>/<pg> of the PGs it leads (one txn, with its registration lease)" },
+  { "scrub_interval", TC_OPT_INT, "604800", "tromcho-osd: seconds between two scrubs of each PG it leads (first passes spread over the interval; 0: no scheduled scrub)" },
+  { "scrub_rate", TC_OPT_INT, "8", "tromcho-osd: objects the scheduled scrub checks per second at most (one at a time), so client I/O keeps most of the disk" },
+  /* metrics (doc/metrics.md) */
+  { "metrics_port", TC_OPT_INT, "0", "TCP port of the Prometheus /metrics endpoint of tromcho-osd, the nbdkit plugin and tromcho-fuse (0: none)" },
+  { "metrics_address", TC_OPT_STRING, "127.0.0.1", "numeric address the /metrics endpoint listens on" },
+  { "metrics_file", TC_OPT_STRING, NULL, "nbdkit plugin and tromcho-fuse: also write the metrics to this file every few seconds (Prometheus text, for node_exporter's textfile collector)" },
   { NULL, 0, NULL, NULL }
 };
 
