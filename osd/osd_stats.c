@@ -4,10 +4,11 @@
  *   /pg/state/<pool>/<pg>    of each PG it leads: {"state": [...],
  *                            "primary", "epoch", "objects",
  *                            "degraded_objects", "scrub": {...}}
- * Every osd_stats_interval seconds, one txn attached to the registration
- * lease (so the keys vanish with the OSD), holding /osd/stats and only the
- * /pg/state values that changed: the KV traffic is one small request an
- * interval per OSD. The access filter lets an OSD write these keys only
+ * One txn attached to the registration lease (so the keys vanish with the
+ * OSD), holding /osd/stats and only the /pg/state values that changed:
+ * every osd_stats_interval seconds, and within a second of a PG's report
+ * changing (peering, degraded, recovery progress), so the KV traffic is at
+ * most one small request a second per OSD, one an interval when idle. The access filter lets an OSD write these keys only
  * with the lease of its own /osd/state/<n> and only for PGs /pg/config
  * makes it primary of (gateway/kvfilter.c). The loop-owned gauges of
  * /metrics are sampled here too, once a second. */
@@ -296,8 +297,9 @@ json_dup(json_object *j)
   return s;
 }
 
+/* force: write /osd/stats even when no PG state changed. */
 static void
-write_stats(struct osd *o, double now)
+write_stats(struct osd *o, double now, bool force)
 {
   if (!o->kv || !o->lease || o->stats_inflight)
     return;
@@ -343,6 +345,13 @@ write_stats(struct osd *o, double now)
     ops[nops++] = (struct tc_kv_op) { .type = TC_KV_PUT, .key = k, .key_len = strlen(k), .value = v,
                                       .value_len = strlen(v), .lease = o->lease };
   }
+  if (!force && p->n == 0) {   /* nothing new to say before the interval is up */
+    put_free(p);
+    free(ops);
+    free(skey);
+    free(sval);
+    return;
+  }
   struct tc_kv_request req = { .type = TC_KV_REQ_TXN, .txn = { .success = ops, .n_success = nops } };
   /* tc_kv_submit copies the request: the buffers are ours to keep or free. */
   if (tc_kv_submit(o->kv, &req, put_done, p) < 0) {
@@ -362,6 +371,7 @@ osd_stats_tick(struct osd *o)
   int64_t every = tc_config_int(o->cfg, "osd_stats_interval");
   if (every < 1)
     every = 1;
-  if (o->ticks % (unsigned) every == 0)
-    write_stats(o, tc_metrics_now());
+  /* PG states as soon as they change (at most once a second), the stats
+   * every interval. */
+  write_stats(o, tc_metrics_now(), o->ticks % (unsigned) every == 0);
 }
