@@ -92,7 +92,10 @@ main(int argc, char **argv)
             cfg ? "" : tc_last_error());
     return 1;
   }
-  tc_log_set_level(tc_log_level_parse(tc_config_str(cfg, "log_level")));
+  if (tc_log_configure(cfg, NULL) < 0) {
+    fprintf(stderr, "client-load: %s\n", tc_last_error());
+    return 1;
+  }
   if (tc_crypto_init() < 0)
     return 1;
   struct load l = { .lock = PTHREAD_MUTEX_INITIALIZER };

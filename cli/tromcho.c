@@ -67,14 +67,11 @@ main(int argc, char **argv)
     fprintf(stderr, "tromcho: %s\n", tc_last_error());
     return 1;
   }
-  int lvl = tc_log_level_parse(tc_config_str(cfg, "log_level"));
-  if (lvl < 0) {
-    fprintf(stderr, "tromcho: option log_level: '%s' is not one of error, warn, info, debug\n",
-            tc_config_str(cfg, "log_level"));
+  if (tc_log_configure(cfg, NULL) < 0) {
+    fprintf(stderr, "tromcho: %s\n", tc_last_error());
     tc_config_free(cfg);
     return 1;
   }
-  tc_log_set_level(lvl);
   if (argc < 2) {
     usage(stderr);
     tc_config_free(cfg);

@@ -247,13 +247,11 @@ main(int argc, char **argv)
     fprintf(stderr, "tromcho-fuse: %s\n", tc_last_error());
     return 1;
   }
-  int lvl = tc_log_level_parse(tc_config_str(cfg, "log_level"));
-  if (lvl < 0 || tc_crypto_init() < 0) {
-    fprintf(stderr, "tromcho-fuse: %s\n", lvl < 0 ? "bad log_level" : tc_last_error());
+  if (tc_log_configure(cfg, NULL) < 0 || tc_crypto_init() < 0) {
+    fprintf(stderr, "tromcho-fuse: %s\n", tc_last_error());
     tc_config_free(cfg);
     return 1;
   }
-  tc_log_set_level(lvl);
   mount_time = time(NULL);
   /* -o allow_other only when asked for; default_permissions always. */
   for (int i = 1; i < argc; i++)

@@ -1,7 +1,11 @@
-/* The KV service over libmicrohttpd: one thread per connection, so a
- * watch stream can block in its content reader without holding up others. */
+/* The KV service over libmicrohttpd: a fixed pool of worker threads
+ * (gateway_threads) serves every connection; conn_guard.c accepts them and
+ * enforces the connection caps and deadlines; a watch with nothing to send
+ * is suspended (watch_park.c) instead of holding a worker. */
 #include <config.h>
 #include <errno.h>
+#include <pthread.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,15 +23,27 @@
 #include "gw_identity.h"
 #include "crypto.h"
 #include "watch.h"
+#include "watch_park.h"
+#include "conn_guard.h"
+#include "gw_metrics.h"
 #include "error.h"
 #include "log.h"
+#include "cleanup.h"
+#include <stdarg.h>
 
 struct kv_server {
   struct MHD_Daemon *d;
   struct kvs *s;
   struct leases *l;
   int fd;
-  size_t max_body;
+  size_t max_body;            /* put and txn bodies (gateway_max_request_bytes) */
+  size_t body_budget;         /* bodies in memory together (gateway_max_body_memory) */
+  size_t body_held;           /* guarded by body_mu */
+  pthread_mutex_t body_mu;
+  unsigned threads;
+  struct conn_guard *guard;
+  struct watch_park *park;
+  struct gw_metrics *metrics;
   int64_t progress_ms;
   volatile bool stopping;
   char address[128];
@@ -41,10 +57,22 @@ struct kv_server {
 /* etcd's --max-txn-ops (option gateway_max_txn_ops). */
 static int64_t max_txn_ops = 128;
 
+/* Bodies of the endpoints other than put and txn: a key is at most
+ * KV_MAX_KEY bytes, so their requests are small (range, deleterange,
+ * compaction, watch, lease). */
+#define SMALL_BODY_LIMIT (64 * 1024)
+
 struct req_ctx {
   char *body;
   size_t len, cap;
-  bool too_big;
+  size_t limit;               /* this endpoint's largest body */
+  size_t held;                /* bytes counted in body_held */
+  struct conn_slot *slot;
+  enum kv_endpoint ep;
+  double start;               /* tc_metrics_now() at the headers */
+  struct gw_identity gid;
+  bool authenticated;
+  char peer[96];
 };
 
 static int
@@ -192,35 +220,6 @@ send_text(struct MHD_Connection *conn, int status, char *text, size_t len)
   return ret;
 }
 
-static enum MHD_Result
-start_watch(struct kv_server *srv, struct MHD_Connection *conn, const struct caller *who,
-            const char *body, size_t len)
-{
-  struct kv_request req;
-  struct kv_err err = { 0, "" };
-  int status;
-  size_t n;
-  if (kv_request_parse(KV_EP_WATCH, body, len, &req, &err) < 0) {
-    char *t = error_text(&err, &status, &n);
-    return send_text(conn, status, t, n);
-  }
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-  struct watch_stream *w = watch_new(srv->s, who, &req.watch, ci ? ci->connect_fd : -1, &srv->stopping,
-                                     srv->progress_ms);
-  kv_request_free(&req);
-  if (!w)
-    return MHD_NO;
-  struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_read, w, watch_free);
-  if (!r) {
-    watch_free(w);
-    return MHD_NO;
-  }
-  MHD_add_response_header(r, "Content-Type", "application/json");
-  enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
-  MHD_destroy_response(r);
-  return ret;
-}
-
 static void
 peer_name(struct MHD_Connection *conn, char *buf, size_t n)
 {
@@ -241,6 +240,186 @@ peer_name(struct MHD_Connection *conn, char *buf, size_t n)
   snprintf(buf, n, "%s:%d", host, port);
 }
 
+/* Send a reply and count it in the metrics. */
+static enum MHD_Result
+reply(struct kv_server *srv, struct MHD_Connection *conn, struct req_ctx *rc, int status, char *text, size_t n)
+{
+  gw_metrics_request(srv->metrics, rc->ep, status, rc->len, text ? n : 0, rc->start);
+  return send_text(conn, status, text, n);
+}
+
+static void
+watch_ended(void *arg)
+{
+  gw_metrics_watches(arg, -1);
+}
+
+static enum MHD_Result
+start_watch(struct kv_server *srv, struct MHD_Connection *conn, const struct caller *who, struct req_ctx *rc)
+{
+  struct kv_request req;
+  struct kv_err err = { 0, "" };
+  int status;
+  size_t n;
+  if (kv_request_parse(KV_EP_WATCH, rc->body ? rc->body : "", rc->len, &req, &err) < 0) {
+    char *t = error_text(&err, &status, &n);
+    return reply(srv, conn, rc, status, t, n);
+  }
+  struct watch_stream *w = watch_new(srv->s, who, &req.watch, conn, srv->park, &srv->stopping,
+                                     srv->progress_ms);
+  kv_request_free(&req);
+  if (!w)
+    return MHD_NO;
+  gw_metrics_watches(srv->metrics, 1);
+  watch_on_free(w, watch_ended, srv->metrics);
+  struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_read, w, watch_free);
+  if (!r) {
+    watch_free(w);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", "application/json");
+  enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+  MHD_destroy_response(r);
+  gw_metrics_request(srv->metrics, KV_EP_WATCH, 200, rc->len, 0, rc->start);
+  return ret;
+}
+
+/* GET /metrics: Prometheus text (with use_perms, for any valid certificate). */
+static enum MHD_Result
+send_metrics(struct kv_server *srv, struct MHD_Connection *conn, struct req_ctx *rc)
+{
+  (void) rc;
+  size_t n;
+  char *t = gw_metrics_render(srv->metrics, &n);
+  if (!t)
+    return MHD_NO;
+  struct MHD_Response *r = MHD_create_response_from_buffer(n, t, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(t);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+  enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+/* Count n more body bytes against gateway_max_body_memory; false if over. */
+static bool
+hold_body(struct kv_server *srv, struct req_ctx *rc, size_t n)
+{
+  SCOPED_LOCK(&srv->body_mu);
+  if (srv->body_held + n > srv->body_budget)
+    return false;
+  srv->body_held += n;
+  rc->held += n;
+  return true;
+}
+
+static void
+release_body(struct kv_server *srv, struct req_ctx *rc)
+{
+  SCOPED_LOCK(&srv->body_mu);
+  srv->body_held -= rc->held;
+  rc->held = 0;
+}
+
+static enum MHD_Result
+send_error(struct kv_server *srv, struct MHD_Connection *conn, struct req_ctx *rc, int code,
+           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static enum MHD_Result
+send_error(struct kv_server *srv, struct MHD_Connection *conn, struct req_ctx *rc, int code,
+           const char *fmt, ...)
+{
+  struct kv_err err = { code, "" };
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err.msg, sizeof err.msg, fmt, ap);
+  va_end(ap);
+  int status;
+  size_t n;
+  char *t = error_text(&err, &status, &n);
+  return reply(srv, conn, rc, status, t, n);
+}
+
+/* The first call of a request, its headers in: who is calling (a refusal
+ * comes before any body is read), the endpoint's body limit against the
+ * announced length, memory for it. */
+static enum MHD_Result
+request_begin(struct kv_server *srv, struct MHD_Connection *conn, const char *url, const char *method,
+              struct req_ctx *rc)
+{
+  rc->slot = conn_guard_slot(conn);
+  rc->start = tc_metrics_now();
+  rc->ep = kv_endpoint_of(url);
+  conn_guard_request_begin(srv->guard, rc->slot);
+  peer_name(conn, rc->peer, sizeof rc->peer);
+  gw_identity_anyone(&rc->gid);
+  if (srv->https && gw_trust_any(srv->trust)) {
+    const union MHD_ConnectionInfo *ti = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (gw_identity_from_session(srv->trust, ti ? ti->tls_session : NULL, &rc->gid) == 0) {
+      rc->authenticated = true;
+      conn_guard_authenticated(srv->guard, rc->slot);
+    } else if (srv->use_perms) {
+      /* With use_perms nobody is served without a valid certificate. */
+      char why[256];
+      snprintf(why, sizeof why, "%s", tc_last_error());
+      tc_warn("%s %s from %s refused: etcdserver: unauthenticated: %s", method, url, rc->peer, why);
+      return send_error(srv, conn, rc, KV_UNAUTHENTICATED, "etcdserver: unauthenticated: %s", why);
+    }
+  }
+  rc->limit = rc->ep == KV_EP_PUT || rc->ep == KV_EP_TXN ? srv->max_body : SMALL_BODY_LIMIT;
+  if (rc->limit > srv->max_body)
+    rc->limit = srv->max_body;
+  const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  if (cl) {
+    char *end;
+    errno = 0;
+    unsigned long long len = strtoull(cl, &end, 10);
+    if (errno || *end || end == cl || len > rc->limit) {
+      tc_debug("%s %s from %s (%s): body of %.30s bytes refused", method, url, rc->peer, rc->gid.desc, cl);
+      return send_error(srv, conn, rc, KV_INVALID_ARGUMENT, "etcdserver: request is too large (%s takes at most "
+                        "%zu bytes%s)", url, rc->limit, rc->limit == srv->max_body ?
+                        ", option gateway_max_request_bytes" : "");
+    }
+    if (len > SMALL_BODY_LIMIT && !hold_body(srv, rc, (size_t) len)) {
+      tc_warn("%s %s from %s (%s): %llu body bytes refused: gateway_max_body_memory (%zu) is in use",
+              method, url, rc->peer, rc->gid.desc, len, srv->body_budget);
+      return send_error(srv, conn, rc, KV_RESOURCE_EXHAUSTED, "etcdserver: too many requests (request bodies "
+                        "fill gateway_max_body_memory, try again)");
+    }
+  }
+  return MHD_YES;
+}
+
+/* Body bytes: kept up to the endpoint's limit. false: over it (the
+ * connection is closed: MHD cannot answer in the middle of a body). */
+static bool
+take_body(struct kv_server *srv, struct req_ctx *rc, const char *data, size_t n)
+{
+  if (rc->len + n > rc->limit)
+    return false;
+  if (rc->len + n + 1 > rc->cap) {
+    size_t cap = rc->cap ? rc->cap : 4096;
+    while (cap < rc->len + n + 1)
+      cap *= 2;
+    if (cap > rc->limit + 1)
+      cap = rc->limit + 1;
+    /* Without an announced length, bodies past the small limit are
+     * counted as they grow. */
+    if (cap > SMALL_BODY_LIMIT && cap > rc->held && !hold_body(srv, rc, cap - rc->held))
+      return false;
+    char *nb = realloc(rc->body, cap);
+    if (!nb)
+      return false;
+    rc->body = nb;
+    rc->cap = cap;
+  }
+  memcpy(rc->body + rc->len, data, n);
+  rc->len += n;
+  return true;
+}
+
 static enum MHD_Result
 on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
            const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -253,75 +432,50 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
     if (!rc)
       return MHD_NO;
     *con_cls = rc;
-    return MHD_YES;
+    return request_begin(srv, conn, url, method, rc);
   }
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
-    if (rc->too_big || rc->len + n > srv->max_body) {
-      rc->too_big = true;
-      return MHD_YES;
+    if (!take_body(srv, rc, upload_data, n)) {
+      tc_warn("%s %s from %s (%s): body over %zu bytes or gateway_max_body_memory: connection closed",
+              method, url, rc->peer, rc->gid.desc, rc->limit);
+      return MHD_NO;
     }
-    if (rc->len + n + 1 > rc->cap) {
-      size_t cap = rc->cap ? rc->cap : 4096;
-      while (cap < rc->len + n + 1)
-        cap *= 2;
-      char *nb = realloc(rc->body, cap);
-      if (!nb)
-        return MHD_NO;
-      rc->body = nb;
-      rc->cap = cap;
-    }
-    memcpy(rc->body + rc->len, upload_data, n);
-    rc->len += n;
     return MHD_YES;
   }
-  char peer[96];
-  peer_name(conn, peer, sizeof peer);
-  struct gw_identity gid;
-  struct caller who = { "anyone", peer, NULL, NULL };
+  struct caller who = { "anyone", rc->peer, NULL, NULL };
   int status;
   size_t n;
-  gw_identity_anyone(&gid);
-  if (srv->https && gw_trust_any(srv->trust)) {
-    const union MHD_ConnectionInfo *ti = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-    if (gw_identity_from_session(srv->trust, ti ? ti->tls_session : NULL, &gid) < 0 && srv->use_perms) {
-      /* With use_perms nobody is served without a valid certificate. */
-      struct kv_err err;
-      kv_err_set(&err, KV_UNAUTHENTICATED, "etcdserver: unauthenticated: %s", tc_last_error());
-      tc_warn("%s %s from %s refused: %s", method, url, peer, err.msg);
-      char *t = error_text(&err, &status, &n);
-      return send_text(conn, status, t, n);
-    }
-  }
   if (srv->use_perms) {
-    who.gid = &gid;
+    who.gid = &rc->gid;
     who.filter = &srv->filter;
   }
-  who.identity = gid.desc;
-  if (rc->too_big) {
-    struct kv_err err;
-    kv_err_set(&err, KV_INVALID_ARGUMENT, "etcdserver: request is too large (limit %zu bytes, "
-               "option gateway_max_request_bytes)", srv->max_body);
-    char *t = error_text(&err, &status, &n);
-    return send_text(conn, status, t, n);
+  who.identity = rc->gid.desc;
+  if (rc->ep == KV_EP_WATCH && strcmp(method, "POST") == 0) {
+    enum MHD_Result r = start_watch(srv, conn, &who, rc);
+    conn_guard_streaming(srv->guard, rc->slot);
+    return r;
   }
-  if (kv_endpoint_of(url) == KV_EP_WATCH && strcmp(method, "POST") == 0)
-    return start_watch(srv, conn, &who, rc->body ? rc->body : "", rc->len);
+  if (strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0)
+    return send_metrics(srv, conn, rc);
   char *t = handle(srv->s, srv->l, &who, method, url, rc->body ? rc->body : "", rc->len, &status, &n);
   if (status >= 500)
-    tc_warn("%s %s from %s (%s): %d %.*s", method, url, peer, who.identity, status, (int) n, t ? t : "");
+    tc_warn("%s %s from %s (%s): %d %.*s", method, url, rc->peer, who.identity, status, (int) n, t ? t : "");
   else if (status >= 400)
-    tc_debug("%s %s from %s (%s): %d %.*s", method, url, peer, who.identity, status, (int) n, t ? t : "");
-  return send_text(conn, status, t, n);
+    tc_debug("%s %s from %s (%s): %d %.*s", method, url, rc->peer, who.identity, status, (int) n, t ? t : "");
+  return reply(srv, conn, rc, status, t, n);
 }
 
 static void
 on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
+  struct kv_server *srv = cls;
   struct req_ctx *rc = *con_cls;
-  (void) cls; (void) conn; (void) toe;
+  (void) conn; (void) toe;
   if (rc) {
+    release_body(srv, rc);
+    conn_guard_request_end(srv->guard, rc->slot);
     free(rc->body);
     free(rc);
   }
@@ -339,21 +493,6 @@ on_mhd_log(void *cls, const char *fmt, va_list ap)
   while (n && buf[n - 1] == '\n')
     buf[--n] = 0;
   tc_debug("libmicrohttpd: %s", buf);
-}
-
-/* MHD's connection threads must not get SIGTERM/SIGPIPE: main waits for them. */
-static void
-notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                  enum MHD_ConnectionNotificationCode toe)
-{
-  (void) cls; (void) socket_context;
-  if (toe != MHD_CONNECTION_NOTIFY_STARTED)
-    return;
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-  if (ci) {
-    int one = 1;
-    setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
 }
 
 /* Read a PEM file for libmicrohttpd (caller frees). */
@@ -411,6 +550,10 @@ setup_tls(struct kv_server *srv, struct tc_config *cfg)
 static void
 server_free(struct kv_server *srv)
 {
+  watch_park_free(srv->park);
+  gw_metrics_free(srv->metrics);
+  conn_guard_free(srv->guard);
+  pthread_mutex_destroy(&srv->body_mu);
   gw_trust_free(srv->trust);
   if (srv->key_pem) {
     tc_wipe(srv->key_pem, strlen(srv->key_pem));
@@ -418,6 +561,17 @@ server_free(struct kv_server *srv)
   }
   free(srv->cert_pem);
   free(srv);
+}
+
+/* An option that must be a positive int. */
+static int
+positive(struct tc_config *cfg, const char *opt, int64_t max, int *out)
+{
+  int64_t v = tc_config_int(cfg, opt);
+  if (v < 1 || v > max)
+    return tc_error(EINVAL, "option %s: %" PRId64 " is out of range (1 to %" PRId64 ")", opt, v, max);
+  *out = (int) v;
+  return 0;
 }
 
 struct kv_server *
@@ -428,35 +582,55 @@ kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
     tc_error(ENOMEM, "gateway: out of memory");
     return NULL;
   }
+  pthread_mutex_init(&srv->body_mu, NULL);
   srv->s = s;
   srv->l = l;
   srv->max_body = (size_t) tc_config_int(cfg, "gateway_max_request_bytes");
+  srv->body_budget = (size_t) tc_config_int(cfg, "gateway_max_body_memory");
   max_txn_ops = tc_config_int(cfg, "gateway_max_txn_ops");
   srv->progress_ms = tc_config_int(cfg, "gateway_watch_progress_interval") * 1000;
-  if (setup_tls(srv, cfg) < 0) {
+  struct conn_guard_limits lim = { 0, 0, 0, 0 };
+  int threads = 0;
+  if (positive(cfg, "gateway_threads", 1024, &threads) < 0 ||
+      positive(cfg, "gateway_max_connections", 1 << 20, &lim.max_conns) < 0 ||
+      positive(cfg, "gateway_max_connections_per_addr", 1 << 20, &lim.max_per_addr) < 0 ||
+      positive(cfg, "gateway_idle_timeout", 86400, &lim.idle_timeout_s) < 0 ||
+      positive(cfg, "gateway_request_timeout", 86400, &lim.request_timeout_s) < 0 ||
+      setup_tls(srv, cfg) < 0 || !(srv->guard = conn_guard_new(&lim)) || !(srv->park = watch_park_start(s)) ||
+      !(srv->metrics = gw_metrics_new(srv->guard, srv->park))) {
     server_free(srv);
     return NULL;
   }
+  if (srv->body_budget < srv->max_body) {
+    tc_error(EINVAL, "option gateway_max_body_memory (%zu) is below gateway_max_request_bytes (%zu): "
+             "no request of the largest size could be taken", srv->body_budget, srv->max_body);
+    server_free(srv);
+    return NULL;
+  }
+  srv->threads = (unsigned) threads;
   srv->fd = gw_listen("gateway_address", tc_config_str(cfg, "gateway_address"), srv->address, sizeof srv->address);
   if (srv->fd < 0) {
     server_free(srv);
     return NULL;
   }
   /* With HTTPS: our certificate, and the CAs whose certificates we ask
-   * clients for (checked per request by identity.c, not by the handshake). */
+   * clients for (checked per request by identity.c, not by the handshake).
+   * conn_guard accepts (MHD_USE_NO_LISTEN_SOCKET) and enforces the caps;
+   * MHD's own limit is only a backstop above them (the closing sockets
+   * count until MHD has closed them). */
   const char *trust_pem = gw_trust_pem(srv->trust);
-  srv->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                            MHD_USE_POLL | MHD_USE_ERROR_LOG | (srv->https ? MHD_USE_TLS : 0),
+  srv->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET |
+                            MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (srv->https ? MHD_USE_TLS : 0),
                             0, NULL, NULL, on_request, srv,
                             MHD_OPTION_HTTPS_MEM_CERT, srv->https ? srv->cert_pem : NULL,
                             MHD_OPTION_HTTPS_MEM_KEY, srv->https ? srv->key_pem : NULL,
                             MHD_OPTION_HTTPS_MEM_TRUST, srv->https ? trust_pem : NULL,
-                            MHD_OPTION_LISTEN_SOCKET, srv->fd,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned) threads,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-                            MHD_OPTION_NOTIFY_CONNECTION, notify_connection, srv,
+                            MHD_OPTION_NOTIFY_CONNECTION, conn_guard_notify, srv->guard,
                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) 0,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned) 4096,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) lim.idle_timeout_s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned) (2 * lim.max_conns + 2 * threads),
                             MHD_OPTION_END);
   if (!srv->d) {
     close(srv->fd);
@@ -466,6 +640,15 @@ kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
              "its key in PEM)" : "");
     return NULL;
   }
+  if (conn_guard_start(srv->guard, srv->fd, srv->d) < 0) {
+    MHD_stop_daemon(srv->d);
+    close(srv->fd);
+    server_free(srv);
+    return NULL;
+  }
+  tc_debug("KV API: %d worker threads, at most %d connections (%d per address), idle timeout %d s, "
+           "request timeout %d s", threads, lim.max_conns, lim.max_per_addr, lim.idle_timeout_s,
+           lim.request_timeout_s);
   return srv;
 }
 
@@ -487,7 +670,9 @@ kv_server_stop(struct kv_server *srv)
   if (!srv)
     return;
   srv->stopping = true;
+  conn_guard_stop(srv->guard);      /* no new connections; closes the listening socket */
   kvs_wake_all(srv->s);
-  MHD_stop_daemon(srv->d);   /* closes the listening socket too */
+  watch_park_stop(srv->park);       /* every watch resumed, ends its stream */
+  MHD_stop_daemon(srv->d);
   server_free(srv);
 }

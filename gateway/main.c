@@ -68,7 +68,13 @@ usage(FILE *f)
           "  --gateway_address HOST:PORT    where the KV API listens (default 127.0.0.1:2379)\n"
           "  --gateway_data DIR             folder of the store (default /var/lib/tromcho/gateway)\n"
           "  --gateway_store_size SIZE      largest size the store may reach (default 64G)\n"
-          "  --gateway_max_request_bytes N  largest request body (default 16M)\n"
+          "  --gateway_max_request_bytes N  largest put or txn body (default 16M; others 64 KiB)\n"
+          "  --gateway_threads N            worker threads of the KV API (default 8)\n"
+          "  --gateway_max_connections N    KV API connections at most (default 4096)\n"
+          "  --gateway_max_connections_per_addr N  from one address (default 256)\n"
+          "  --gateway_idle_timeout S       handshake, headers, idle between requests (default 60)\n"
+          "  --gateway_request_timeout S    a request from its headers to its reply (default 60)\n"
+          "  --gateway_max_body_memory SIZE  large bodies in memory together (default 256M)\n"
           "  --gateway_max_txn_ops N        most operations per txn branch (default 128, as etcd)\n"
           "  --gateway_watch_progress_interval S  progress replies to quiet watches (default 600)\n"
           "  --gateway_meta_sync BOOL       two flushes per commit (default true; false: one)\n"
@@ -133,14 +139,11 @@ main(int argc, char **argv)
     tc_config_free(cfg);
     return 1;
   }
-  int lvl = tc_log_level_parse(tc_config_str(cfg, "log_level"));
-  if (lvl < 0) {
-    fprintf(stderr, "tromcho-gateway: option log_level: '%s' is not one of error, warn, info, debug\n",
-            tc_config_str(cfg, "log_level"));
+  if (tc_log_configure(cfg, NULL) < 0) {
+    fprintf(stderr, "tromcho-gateway: %s\n", tc_last_error());
     tc_config_free(cfg);
     return 1;
   }
-  tc_log_set_level(lvl);
   /* The admin API verifies certificates and its client speaks to OSDs. */
   if (tc_config_str(cfg, "server_cert") && tc_crypto_init() < 0) {
     fprintf(stderr, "tromcho-gateway: %s\n", tc_last_error());

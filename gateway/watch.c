@@ -18,6 +18,10 @@ struct watch_stream {
   struct kv_watch_req req;
   int64_t next_rev;
   int fd;
+  struct watch_park *park;
+  struct park_entry pe;      /* while waiting for the store, parked there */
+  void (*on_free)(void *arg);
+  void *on_free_arg;
   const volatile bool *stopping;
   bool created, ending;
   int64_t progress_ms, last_sent_ms;
@@ -37,8 +41,8 @@ now_ms(void)
 }
 
 struct watch_stream *
-watch_new(struct kvs *s, const struct caller *who, struct kv_watch_req *req, int fd,
-          const volatile bool *stopping, int64_t progress_ms)
+watch_new(struct kvs *s, const struct caller *who, struct kv_watch_req *req, struct MHD_Connection *conn,
+          struct watch_park *park, const volatile bool *stopping, int64_t progress_ms)
 {
   struct watch_stream *w = calloc(1, sizeof *w);
   if (!w)
@@ -57,7 +61,11 @@ watch_new(struct kvs *s, const struct caller *who, struct kv_watch_req *req, int
   w->s = s;
   w->req = *req;
   memset(req, 0, sizeof *req);
-  w->fd = fd;
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  w->fd = ci ? ci->connect_fd : -1;
+  w->park = park;
+  w->pe.conn = conn;
+  w->pe.fd = w->fd;
   w->stopping = stopping;
   w->progress_ms = progress_ms;
   w->last_sent_ms = now_ms();
@@ -70,10 +78,20 @@ watch_free(void *cls)
   struct watch_stream *w = cls;
   if (!w)
     return;
+  watch_park_forget(w->park, &w->pe);
+  if (w->on_free)
+    w->on_free(w->on_free_arg);
   free(w->req.key.p);
   free(w->req.end.p);
   free(w->out);
   free(w);
+}
+
+void
+watch_on_free(struct watch_stream *w, void (*fn)(void *arg), void *arg)
+{
+  w->on_free = fn;
+  w->on_free_arg = arg;
 }
 
 /* Queue {"result": result}\n for sending; takes result. */
@@ -264,15 +282,21 @@ watch_read(void *cls, uint64_t pos, char *buf, size_t max)
       return MHD_CONTENT_READER_END_WITH_ERROR;
     if (rc > 0)
       break;
-    kvs_wait_revision(w->s, w->next_rev, 500);
     if (peer_gone(w->fd))
       return MHD_CONTENT_READER_END_WITH_ERROR;
-    if (w->req.progress_notify && w->progress_ms > 0 && now_ms() - w->last_sent_ms >= w->progress_ms &&
-        kvs_revision(w->s) < w->next_rev) {
+    bool progress = w->req.progress_notify && w->progress_ms > 0;
+    if (progress && now_ms() - w->last_sent_ms >= w->progress_ms) {
       /* Nothing new: tell the client how far the watch has got. */
       emit(w, result_new(w, w->next_rev - 1));
       break;
     }
+    /* Nothing to send: give the worker thread back until the store moves,
+     * the client hangs up or the progress reply is due. */
+    w->pe.rev = w->next_rev;
+    w->pe.wake_ms = progress ? w->last_sent_ms + w->progress_ms : 0;
+    if (!watch_park_suspend(w->park, &w->pe))
+      return MHD_CONTENT_READER_END_OF_STREAM;
+    return 0;
   }
   size_t n = w->outlen - w->outpos;
   if (n > max)

@@ -103,13 +103,10 @@ tromcho_config_complete(void)
       nbdkit_error("%s", tc_last_error());
       return -1;
     }
-  int lvl = tc_log_level_parse(tc_config_str(cfg, "log_level"));
-  if (lvl < 0) {
-    nbdkit_error("option log_level: '%s' is not one of error, warn, info, debug", tc_config_str(cfg, "log_level"));
+  if (tc_log_configure(cfg, "nbdkit-tromcho") < 0) {
+    nbdkit_error("%s", tc_last_error());
     return -1;
   }
-  tc_log_open("nbdkit-tromcho", 0);
-  tc_log_set_level(lvl);
   return 0;
 }
 

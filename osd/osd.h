@@ -201,6 +201,8 @@ struct osd {
   /* KV side */
   struct tc_kv_watch *watches[5];
   int reload_pending;        /* loop thread: a reload is scheduled */
+  uint64_t kv_settle_ms;     /* option osd_kv_settle */
+  uint64_t unknown_reload_ms; /* loop thread: last reload forced by an unknown image or user */
   int64_t lease;
   struct tc_kv_lease_keeper *keeper;
   int lease_lost;

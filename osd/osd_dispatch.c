@@ -31,6 +31,19 @@ allowed(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
   if (pi->role == TC_ROLE_USER)
     id.user = osd_user_find(o, pi->name);
   bool ok = tc_perm_osd_op(&id, r->op, op_image(o, r));
+  /* A user's first request for an image (or as a user) created a moment
+   * ago may arrive before the watch's reload: read the KV again, at most
+   * every 100 ms whatever callers do, then decide. */
+  if (!ok && pi->role == TC_ROLE_USER && (!id.user || (r->op != TC_OP_SEC_LIST && !op_image(o, r)))) {
+    uint64_t now = tc_now_ms();
+    if (now - o->unknown_reload_ms >= 100) {
+      o->unknown_reload_ms = now;
+      if (osd_kv_reload(o) == 0) {
+        id.user = osd_user_find(o, pi->name);
+        ok = tc_perm_osd_op(&id, r->op, op_image(o, r));
+      }
+    }
+  }
   if (ok && r->op == TC_OP_SHOW_CONFIG && r->claim_osd && pi->role != TC_ROLE_OSD)
     ok = false;
   if (!ok) {

@@ -352,7 +352,7 @@ schedule_reload(struct tc_evloop *loop, void *arg)
     return;
   o->reload_pending = 1;
   /* Let a burst of events settle into one reload. */
-  if (!tc_evloop_timer_add(loop, 20, reload_on_loop, o))
+  if (!tc_evloop_timer_add(loop, o->kv_settle_ms, reload_on_loop, o))
     reload_on_loop(loop, o);
 }
 

@@ -203,15 +203,11 @@ main(int argc, char **argv)
     tc_config_free(cfg);
     return 1;
   }
-  int lvl = tc_log_level_parse(tc_config_str(cfg, "log_level"));
-  if (lvl < 0) {
-    fprintf(stderr, "tromcho-osd: option log_level: '%s' is not error, warn, info or debug\n",
-            tc_config_str(cfg, "log_level"));
+  if (tc_log_configure(cfg, "tromcho-osd") < 0) {
+    fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
     tc_config_free(cfg);
     return 1;
   }
-  tc_log_open("tromcho-osd", 0);
-  tc_log_set_level(lvl);
 
   struct osd *o = calloc(1, sizeof *o);
   int rc = 1;
@@ -230,6 +226,12 @@ main(int argc, char **argv)
   };
   o->prefix = tc_config_str(cfg, "etcd_prefix");
   o->use_perms = tc_config_bool(cfg, "use_perms");
+  int64_t settle = tc_config_int(cfg, "osd_kv_settle");
+  if (settle < 0 || settle > 60000) {
+    fprintf(stderr, "tromcho-osd: option osd_kv_settle: %" PRId64 " ms is out of range (0..60000)\n", settle);
+    goto out;
+  }
+  o->kv_settle_ms = (uint64_t) settle;
   if (!tc_config_given(cfg, "osd_num") || tc_config_int(cfg, "osd_num") <= 0) {
     fprintf(stderr, "tromcho-osd: --osd_num N (a positive number) is required\n");
     goto out;

@@ -94,7 +94,10 @@ osd_peer_conn(struct osd *o, uint64_t osd_num)
   return p->conn;
 }
 
-/* After a KV reload: a down peer that registered again is usable. */
+/* After a KV reload: a down peer that registered again is usable. A peer
+ * whose registration went away while its connection stayed open (stopped,
+ * hung, cut off: its lease ran out) has its connection closed, so the
+ * operations waiting on it fail over now instead of waiting for TCP. */
 void
 osd_peers_check(struct osd *o)
 {
@@ -104,6 +107,11 @@ osd_peers_check(struct osd *o)
       tc_info("osd %" PRIu64 ": peer osd %" PRIu64 " registered again", o->osd_num, p->osd_num);
       p->down = false;
       repeer_with(o, p->osd_num);
+    }
+    else if (!p->down && p->conn && !osd_is_up(o, p->osd_num)) {
+      tc_warn("osd %" PRIu64 ": peer osd %" PRIu64 " lost its /osd/state lease (hung or cut off?): closing its connection",
+              o->osd_num, p->osd_num);
+      tc_msgr_close(p->conn);   /* its DOWN event marks it down and re-peers its PGs */
     }
   }
 }

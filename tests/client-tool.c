@@ -421,7 +421,10 @@ main(int argc, char **argv)
     fprintf(stderr, "FAIL: usage: client-tool rawread|threads|api IMAGE ... (%s)\n", tc_last_error());
     return 1;
   }
-  tc_log_set_level(tc_log_level_parse(tc_config_str(cfg, "log_level")));
+  if (tc_log_configure(cfg, NULL) < 0) {
+    fprintf(stderr, "FAIL: client-tool: %s\n", tc_last_error());
+    return 1;
+  }
   struct tc_client *cl = tc_client_new(cfg);
   if (!cl)
     return die("client");

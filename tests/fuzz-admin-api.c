@@ -13,9 +13,9 @@
  * the rest is the body.
  *
  * Built with --enable-fuzzing (CC=clang) it is a libFuzzer target:
- *   tests/fuzz-admin-api tests/fuzz-corpus/admin-api
+ *   tests/fuzz-admin-api tests/fuzz/corpus-admin-api
  * Otherwise it is a unit test: it checks the parser's answers on seeds of
- * every call, replays tests/fuzz-corpus/admin-api, then runs 200000
+ * every call, replays tests/fuzz/corpus-admin-api, then runs 200000
  * deterministic mutations. `fuzz-admin-api --write-corpus DIR` writes the
  * seeds as a corpus. */
 #include <config.h>
@@ -196,26 +196,24 @@ seed_bytes(const struct seed *s, size_t *size)
   return b;
 }
 
+static const char *
+seed_name(size_t i)
+{
+  return seeds[i].name;
+}
+
+static uint8_t *
+seed_at(size_t i, size_t *size)
+{
+  return seed_bytes(&seeds[i], size);
+}
+
 int
 main(int argc, char **argv)
 {
   size_t nseeds = sizeof seeds / sizeof seeds[0];
-  if (argc == 3 && !strcmp(argv[1], "--write-corpus")) {
-    for (size_t i = 0; i < nseeds; i++) {
-      size_t size;
-      uint8_t *b = seed_bytes(&seeds[i], &size);
-      char path[512];
-      snprintf(path, sizeof path, "%s/%s", argv[2], seeds[i].name);
-      FILE *f = fopen(path, "wb");
-      if (!b || !f || fwrite(b, 1, size, f) != size) {
-        fprintf(stderr, "fuzz-admin-api: writing %s failed\n", path);
-        return 1;
-      }
-      fclose(f);
-      free(b);
-    }
-    return 0;
-  }
+  if (argc == 3 && !strcmp(argv[1], "--write-corpus"))
+    return fuzz_write_corpus("fuzz-admin-api", argv[2], nseeds, seed_name, seed_at);
   int failed = 0;
   for (size_t i = 0; i < nseeds; i++) {
     size_t size;

@@ -8,7 +8,7 @@
  * 64-byte frame header, then the payload (hdr.len is set to its length).
  *
  * Built with --enable-fuzzing (CC=clang) it is a libFuzzer target:
- *   tests/fuzz-osd-decode tests/fuzz-corpus/osd-decode
+ *   tests/fuzz-osd-decode tests/fuzz/corpus-osd-decode
  * Otherwise it is a unit test: it checks the decoder's answers on a set of
  * valid and invalid requests of every operation, then runs those seeds and
  * 300000 deterministic mutations of them. `fuzz-osd-decode --write-corpus
@@ -78,6 +78,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifndef TC_LIBFUZZER
+
+#include "fuzz-corpus-replay.h"
 
 struct seed {
   const char *name;
@@ -190,26 +192,24 @@ show_config(const char *json, int expect)
   return 0;
 }
 
+static const char *
+seed_name(size_t i)
+{
+  return seeds[i].name;
+}
+
+static uint8_t *
+seed_at(size_t i, size_t *size)
+{
+  return seed_bytes(&seeds[i], size);
+}
+
 int
 main(int argc, char **argv)
 {
   size_t nseeds = sizeof seeds / sizeof seeds[0];
-  if (argc == 3 && !strcmp(argv[1], "--write-corpus")) {
-    for (size_t i = 0; i < nseeds; i++) {
-      size_t size;
-      uint8_t *b = seed_bytes(&seeds[i], &size);
-      char path[512];
-      snprintf(path, sizeof path, "%s/%s", argv[2], seeds[i].name);
-      FILE *f = fopen(path, "wb");
-      if (!b || !f || fwrite(b, 1, size, f) != size) {
-        fprintf(stderr, "fuzz-osd-decode: writing %s failed\n", path);
-        return 1;
-      }
-      fclose(f);
-      free(b);
-    }
-    return 0;
-  }
+  if (argc == 3 && !strcmp(argv[1], "--write-corpus"))
+    return fuzz_write_corpus("fuzz-osd-decode", argv[2], nseeds, seed_name, seed_at);
   int failed = 0;
   /* The decoder's answers. */
   for (size_t i = 0; i < nseeds; i++) {
@@ -224,6 +224,8 @@ main(int argc, char **argv)
     }
     free(b);
   }
+  if (fuzz_replay_corpus("osd-decode") < 0)
+    return 1;
   failed |= show_config("{\"osd_num\": 3}", 0);
   failed |= show_config("{}", 0);
   failed |= show_config("{\"osd_num\": -1}", -EINVAL);

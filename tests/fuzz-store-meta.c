@@ -3,13 +3,12 @@
  * that decodes must encode back to the same bytes; nothing may crash.
  *
  * Built with --enable-fuzzing (CC=clang) it is a libFuzzer target:
- *   tests/fuzz-store-meta tests/fuzz-corpus/store-meta
+ *   tests/fuzz-store-meta tests/fuzz/corpus-store-meta
  * Otherwise it is a unit test: it runs every seed in the corpus and 200000
  * deterministic mutations of them. Input: byte 0 picks the block size
  * (4 KiB << (byte % 9)), byte 1 picks record (even) or header (odd), the
  * rest is the record or header. */
 #include <config.h>
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +45,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifndef TC_LIBFUZZER
+#include "fuzz-corpus-replay.h"
+
 static uint64_t
 splitmix(uint64_t *s)
 {
@@ -55,40 +56,31 @@ splitmix(uint64_t *s)
   return z ^ (z >> 31);
 }
 
-int
-main(int argc, char **argv)
+/* The corpus, kept for the mutations below. */
+static uint8_t seeds[64][4096];
+static size_t lens[64], nseeds;
+
+static void
+keep_seed(void *arg, const uint8_t *data, size_t size)
 {
-  const char *srcdir = getenv("top_srcdir");
-  char dirpath[4096];
-  snprintf(dirpath, sizeof dirpath, "%s/tests/fuzz-corpus/store-meta", argc > 1 ? "." : srcdir ? srcdir : "..");
-  if (argc > 1)
-    snprintf(dirpath, sizeof dirpath, "%s", argv[1]);
+  (void) arg;
+  LLVMFuzzerTestOneInput(data, size);
+  if (nseeds == 64)
+    return;
+  lens[nseeds] = size < sizeof seeds[0] ? size : sizeof seeds[0];
+  memcpy(seeds[nseeds], data, lens[nseeds]);
+  nseeds++;
+}
+
+int
+main(void)
+{
   if (tc_crypto_init() < 0)
     return 1;
-  DIR *d = opendir(dirpath);
-  if (!d) {
-    perror(dirpath);
+  if (fuzz_each_corpus_input("store-meta", keep_seed, NULL) < 0)
     return 1;
-  }
-  static uint8_t seeds[64][4096];
-  size_t lens[64], nseeds = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) && nseeds < 64) {
-    if (e->d_name[0] == '.')
-      continue;
-    char p[8192];
-    snprintf(p, sizeof p, "%s/%s", dirpath, e->d_name);
-    FILE *f = fopen(p, "rb");
-    if (!f)
-      continue;
-    lens[nseeds] = fread(seeds[nseeds], 1, sizeof seeds[0], f);
-    fclose(f);
-    LLVMFuzzerTestOneInput(seeds[nseeds], lens[nseeds]);
-    nseeds++;
-  }
-  closedir(d);
   if (nseeds == 0) {
-    fprintf(stderr, "no seeds in %s\n", dirpath);
+    fprintf(stderr, "fuzz-store-meta: no seeds in tests/fuzz/corpus-store-meta\n");
     return 1;
   }
   uint64_t s = 1;

@@ -24,8 +24,11 @@ main(int argc, char **argv)
     tc_config_free(cfg);
     return 1;
   }
-  int lvl = tc_log_level_parse(tc_config_str(cfg, "log_level"));
-  tc_log_set_level(lvl < 0 ? TC_LOG_INFO : lvl);
+  if (tc_log_configure(cfg, NULL) < 0) {
+    fprintf(stderr, "monitor-run: %s\n", tc_last_error());
+    tc_config_free(cfg);
+    return 1;
+  }
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);

@@ -363,7 +363,10 @@ main(int argc, char **argv)
     fprintf(stderr, "msgr-echo: %s\n", tc_last_error());
     return 2;
   }
-  tc_log_set_level(tc_log_level_parse(tc_config_str(cfg, "log_level")));
+  if (tc_log_configure(cfg, NULL) < 0) {
+    fprintf(stderr, "msgr-echo: %s\n", tc_last_error());
+    return 2;
+  }
   if (tc_crypto_init() < 0 || !(loop = tc_evloop_new())) {
     fprintf(stderr, "msgr-echo: %s\n", tc_last_error());
     return 2;

@@ -20,7 +20,9 @@
  *       writes 4 KiB sectors at distinct offsets (a permutation of N sectors), each
  *       with its own pattern; after every K acknowledged writes a SYNC of every OSD
  *       written to; logs "w SEQ OFFSET" when acknowledged and "s SEQ" when every
- *       write up to SEQ is synced.
+ *       write up to SEQ is synced. --hold-at N --release-file F: after N
+ *       acknowledged writes, issue no more until F exists (a test kills an OSD
+ *       mid-stream at a known point, however fast or slow the machine is).
  *   verify --inode I --log FILE    every write logged before a "s" line reads back
  *   scrub-all --pool P             SEC_LIST every OSD, SCRUB each object on its primary;
  *                                  prints "scrub objects=N bad=B repaired=R"
@@ -519,6 +521,21 @@ static uint64_t s_next, s_count, s_sectors, s_inode, s_acked, s_inflight, s_sync
 static int s_failed;
 static uint64_t s_acked_below;   /* every seq below this is acknowledged */
 static uint8_t *s_ackmap;
+static uint64_t s_hold_at;          /* 0: never hold */
+static const char *s_release_file;
+
+/* Holding: s_hold_at writes are acknowledged and the release file is absent. */
+static int
+stream_held(void)
+{
+  if (!s_hold_at || s_next < s_hold_at)
+    return 0;
+  if (access(s_release_file, F_OK) == 0) {
+    s_hold_at = 0;
+    return 0;
+  }
+  return 1;
+}
 
 static uint64_t
 perm(uint64_t seq, uint64_t n)
@@ -558,10 +575,17 @@ stream_issue(void)
   const char *d = getenv("OSD_CLIENT_IODEPTH");
   if (d)
     depth = strtoull(d, NULL, 10);
-  while (!s_failed && s_inflight < depth && s_next < s_count &&
+  while (!s_failed && s_inflight < depth && s_next < s_count && !stream_held() &&
          !(s_sync_every && s_since_sync + s_inflight >= s_sync_every)) {
     struct op *op = calloc(1, sizeof *op);
     uint8_t *buf = malloc(4096);
+    if (!op || !buf) {
+      fprintf(stderr, "osd-client: stream: out of memory\n");
+      free(op);
+      free(buf);
+      s_failed = 1;
+      return;
+    }
     op->seq = s_next++;
     uint64_t off = perm(op->seq, s_sectors) * 4096;
     op->req.hdr = tc_osd_rw_hdr(TC_OP_WRITE, s_inode, off, 4096, 0);
@@ -594,6 +618,12 @@ cmd_stream(int argc, char **argv)
   s_sectors = num(argc, argv, "--sectors", "8192");
   s_count = num(argc, argv, "--count", NULL);
   s_sync_every = num(argc, argv, "--sync-every", "64");
+  s_hold_at = num(argc, argv, "--hold-at", "0");
+  s_release_file = arg(argc, argv, "--release-file", "");
+  if (s_hold_at && !*s_release_file) {
+    fprintf(stderr, "osd-client stream: --hold-at needs --release-file\n");
+    return 2;
+  }
   if (s_count > s_sectors || s_sectors % 2654435761ull == 0) {
     fprintf(stderr, "osd-client stream: --count must be <= --sectors\n");
     return 2;
@@ -606,6 +636,8 @@ cmd_stream(int argc, char **argv)
   stream_issue();
   while (!s_failed && (s_next < s_count || s_inflight)) {
     tc_evloop_run_once(loop, 100);
+    if (!s_inflight && s_hold_at)
+      stream_issue();   /* the release file may have appeared */
     if (!s_failed && !s_inflight && s_sync_every && s_since_sync >= s_sync_every) {
       stream_sync();
       stream_issue();

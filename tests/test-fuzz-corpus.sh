@@ -2,9 +2,8 @@
 # In a fuzzing build (./configure --enable-fuzzing CC=clang), replay every
 # fuzz target's seed corpus once: a regression test for inputs that once
 # crashed (add a crash reproducer to the corpus when you fix it).
-# Skipped in ordinary builds. Targets live in tests/fuzz/ (corpus
-# tests/fuzz/corpus-NAME or tests/fuzz/corpus/NAME) or, for the older ones,
-# in tests/ (corpus tests/fuzz-corpus/NAME), as run-fuzz.sh finds them.
+# Skipped in ordinary builds. Targets live in tests/fuzz/ or, for the older
+# ones, in tests/; every corpus is tests/fuzz/corpus-NAME.
 . "${top_srcdir:-..}/tests/functions.sh"
 shopt -s nullglob
 bins=()
@@ -22,9 +21,8 @@ done
 for b in "${bins[@]}"; do
   name=${b##*/fuzz-}
   corpus=
-  for d in "$top_srcdir/tests/fuzz/corpus-$name" "$top_srcdir/tests/fuzz/corpus/$name" "$top_srcdir/tests/fuzz-corpus/$name"; do
-    [ -d "$d" ] && { corpus=$d; break; }
-  done
+  d="$top_srcdir/tests/fuzz/corpus-$name"
+  [ -d "$d" ] && corpus=$d
   [ -n "$corpus" ] || fail "fuzz-$name has no seed corpus (tests/fuzz/corpus-$name)"
   "$b" -runs=0 "$corpus" >"$TESTDIR/$name.log" 2>&1 || { tail -n 30 "$TESTDIR/$name.log"; fail "fuzz-$name fails on its own corpus"; }
   echo "fuzz-$name: $(ls "$corpus" | wc -l) corpus inputs replayed"

@@ -178,12 +178,19 @@ assert all(set(r) == {"header"} and int(r["header"]["revision"]) > 0 for r in p[
 assert len(n) == 1 and n[0].get("created"), n
 EOF
 
-# A watch ends when its client hangs up: its thread goes away.
+# A watch ends when its client hangs up: the stream goes away. Watches
+# take no thread of their own (a fixed worker pool serves every
+# connection; a waiting watch is suspended), so the thread count stays put.
 nthreads () { ls "/proc/$gw_pid/task" | wc -l; }
-threads_at_least () { [ "$(nthreads)" -ge "$1" ]; }
-threads_at_most () { [ "$(nthreads)" -le "$1" ]; }
-sleep 1   # threads of the connections above end within 0.5 s
+metric () {
+  curl -sf "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'
+}
+watches_are () { [ "$(metric tromcho_gateway_watches)" = "$1" ]; }
+sleep 1
 base=$(nthreads)
+# (the embedded monitor keeps its own watches open)
+w0=$(metric tromcho_gateway_watches)
+[ -n "$w0" ] || fail "no tromcho_gateway_watches in /metrics: $(curl -s "$url/metrics" | head -c 300)"
 wpids=()
 next=$(curl -s -X POST "$url/v3/kv/range" -d '{"key":"eA=="}' |
        python3 -c 'import json,sys; print(int(json.load(sys.stdin)["header"]["revision"]) + 1)')
@@ -191,12 +198,13 @@ for i in $(seq 20); do
   curl -sN -X POST "$url/v3/watch" -d '{"create_request":{"key":"d2F0Y2g=","start_revision":'$next'}}' > "$TESTDIR/watch$i" &
   wpids+=($!)
 done
-wait_for threads_at_least $((base + 20)) || fail "20 watches did not start: $(nthreads) threads, $base before"
+wait_for watches_are $((w0 + 20)) || fail "20 watches did not start: $(metric tromcho_gateway_watches) open, $w0 before"
+[ "$(nthreads)" -le "$base" ] || fail "20 watches took threads: $(nthreads), $base before"
 curl -sf -X POST "$url/v3/kv/put" -d '{"key":"d2F0Y2g=","value":"MQ=="}' >/dev/null
 for i in $(seq 20); do wait_for grep -q '"events"' "$TESTDIR/watch$i" || fail "watch $i got no event"; done
 kill "${wpids[@]}"
 wait "${wpids[@]}" 2>/dev/null || true
-wait_for threads_at_most $((base + 1)) || fail "watch threads stay after their clients left: $(nthreads), $base before"
+wait_for watches_are "$w0" || fail "watches stay after their clients left: $(metric tromcho_gateway_watches) open, $w0 before"
 
 # Bad options fail at start with a message that names the problem.
 expect_fail "gateway_address 'nonsense': expected HOST:PORT" \

@@ -25,16 +25,22 @@ osd_client wait-clean --pool 1 --timeout 30 || fail "the monitor's placement nev
 kv_get /pg/config | grep -q '"osd_set"' || fail "no /pg/config from the monitor"
 
 I=$(( (1 << 48) | 3 ))
+# The stream holds after 600 acknowledged writes until the release file
+# exists, so osd 1 dies mid-stream however fast or slow the machine is.
 osd_client stream --inode $I --sectors 16384 --count 3000 --sync-every 64 --log "$TESTDIR/s.log" --timeout 40 \
-  > "$TESTDIR/s.out" 2>&1 &
+  --hold-at 600 --release-file "$TESTDIR/release" > "$TESTDIR/s.out" 2>&1 &
 spid=$!
-for i in $(seq 300); do [ "$(grep -c '^w ' "$TESTDIR/s.log" 2>/dev/null || echo 0)" -ge 600 ] && break; sleep 0.1; done
+for i in $(seq 600); do [ "$(grep -c "^w " "$TESTDIR/s.log" 2>/dev/null || true)" -ge 600 ] 2>/dev/null && break; sleep 0.1; done
+[ "$(grep -c '^w ' "$TESTDIR/s.log")" = 600 ] || { cat "$TESTDIR/s.out"; fail "the stream did not hold at 600 writes"; }
 before=$(kv_get /pg/config)
 kill_osd 1 -9
 echo "killed osd 1 after $(grep -c '^w ' "$TESTDIR/s.log") writes"
+touch "$TESTDIR/release"
 wait $spid || { cat "$TESTDIR/s.out"; fail "the stream failed across the loss of osd 1"; }
 cat "$TESTDIR/s.out"
-[ "$(kv_get /pg/config)" != "$before" ] || fail "the monitor did not move any PG"
+moved=0
+for i in $(seq 300); do [ "$(kv_get /pg/config)" != "$before" ] && { moved=1; break; }; sleep 0.2; done
+[ $moved = 1 ] || fail "the monitor did not move any PG"
 kv_get /pg/config | python3 -c '
 import json, sys
 items = json.load(sys.stdin)["items"]["1"]

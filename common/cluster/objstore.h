@@ -12,6 +12,7 @@
 #ifndef TROMCHO_OBJSTORE_H
 #define TROMCHO_OBJSTORE_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define TC_SECTOR 4096
@@ -48,5 +49,17 @@ struct tc_objstore {
   int (*submit)(void *ctx, struct tc_objop *op);
   void *ctx;
 };
+
+/* Called before the i-th of n operations is submitted (progress). */
+typedef void (*tc_objstore_progress_fn)(void *arg, size_t i, size_t n);
+
+/* The blocking adapter over submit (objstore_run.c): submit ops[0..n), at
+ * most max_inflight at once (0: no limit), and wait until every submitted
+ * one completed. Stops submitting at the first error; returns 0 or that
+ * negative errno (the caller words the message). A zero-length operation
+ * other than a SYNC stands for nothing to do and is skipped. Sets each
+ * op's done and opaque. */
+int tc_objstore_run(const struct tc_objstore *os, struct tc_objop *ops, size_t n, size_t max_inflight,
+                    tc_objstore_progress_fn fn, void *arg);
 
 #endif

@@ -67,54 +67,13 @@ image_layer_crypt(struct layer *l, bool encrypt, uint64_t sector, const void *in
   return r;
 }
 
-/* --- waiting for a batch of object operations --- */
-
-struct batch {
-  pthread_mutex_t lock;
-  pthread_cond_t done;
-  int pending;
-  int error;         /* first negative errno */
-};
-
-static void
-batch_op_done(struct tc_objop *op)
-{
-  struct batch *b = op->opaque;
-  pthread_mutex_lock(&b->lock);
-  if (op->result < 0 && !b->error)
-    b->error = op->result;
-  if (--b->pending == 0)
-    pthread_cond_signal(&b->done);
-  pthread_mutex_unlock(&b->lock);
-}
-
 /* Submit n operations and wait for all; returns 0 or -1 with errno. */
 int
 image_run_ops(struct tc_image *img, struct tc_objop *ops, int n, const char *what)
 {
-  struct batch b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
-  pthread_mutex_lock(&b.lock);
-  for (int i = 0; i < n; i++) {
-    ops[i].done = batch_op_done;
-    ops[i].opaque = &b;
-    b.pending++;
-    pthread_mutex_unlock(&b.lock);
-    int r = img->os.submit(img->os.ctx, &ops[i]);
-    pthread_mutex_lock(&b.lock);
-    if (r < 0) {
-      b.pending--;
-      if (!b.error)
-        b.error = r;
-      break;   /* what was submitted still completes below */
-    }
-  }
-  while (b.pending > 0)
-    pthread_cond_wait(&b.done, &b.lock);
-  pthread_mutex_unlock(&b.lock);
-  pthread_mutex_destroy(&b.lock);
-  pthread_cond_destroy(&b.done);
-  if (b.error)
-    return tc_error(-b.error, "image %s: %s", what, strerror(-b.error));
+  int r = tc_objstore_run(&img->os, ops, (size_t) n, 0, NULL, NULL);
+  if (r < 0)
+    return tc_error(-r, "image %s: %s", what, strerror(-r));
   return 0;
 }
 

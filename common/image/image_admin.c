@@ -398,53 +398,28 @@ children_of(struct tc_client *cl, uint64_t pool, uint64_t id, int *n)
   return names;
 }
 
-/* Run ops concurrently (at most 32 in flight); 0 or -1 with the first error. */
-struct many {
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  int inflight, error;
+struct progress {
+  tc_admin_progress_fn fn;
+  void *arg;
+  uint32_t len;
 };
 
 static void
-many_done(struct tc_objop *op)
+run_progress(void *arg, size_t i, size_t n)
 {
-  struct many *w = op->opaque;
-  pthread_mutex_lock(&w->lock);
-  if (op->result < 0 && !w->error)
-    w->error = op->result;
-  w->inflight--;
-  pthread_cond_signal(&w->cond);
-  pthread_mutex_unlock(&w->lock);
+  struct progress *p = arg;
+  p->fn(p->arg, (uint64_t) i * p->len, (uint64_t) n * p->len);
 }
 
+/* Run ops concurrently (at most 32 in flight); 0 or -1 with the first error. */
 static int
 run_many(struct tc_client *cl, struct tc_objop *ops, size_t n, tc_admin_progress_fn fn, void *arg)
 {
   struct tc_objstore os = tc_cluster_objstore(tc_client_cluster(cl));
-  struct many w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
-  pthread_mutex_lock(&w.lock);
-  for (size_t i = 0; i < n && !w.error; i++) {
-    while (w.inflight >= 32)
-      pthread_cond_wait(&w.cond, &w.lock);
-    ops[i].done = many_done;
-    ops[i].opaque = &w;
-    w.inflight++;
-    pthread_mutex_unlock(&w.lock);
-    if (fn)
-      fn(arg, (uint64_t) i * ops[i].len, (uint64_t) n * ops[i].len);
-    int r = os.submit(os.ctx, &ops[i]);
-    pthread_mutex_lock(&w.lock);
-    if (r < 0) {
-      w.inflight--;
-      if (!w.error)
-        w.error = r;
-    }
-  }
-  while (w.inflight > 0)
-    pthread_cond_wait(&w.cond, &w.lock);
-  pthread_mutex_unlock(&w.lock);
-  if (w.error)
-    return tc_error(-w.error, "%s", strerror(-w.error));
+  struct progress p = { fn, arg, n ? ops[0].len : 0 };
+  int r = tc_objstore_run(&os, ops, n, 32, fn ? run_progress : NULL, &p);
+  if (r < 0)
+    return tc_error(-r, "%s", strerror(-r));
   return 0;
 }
 

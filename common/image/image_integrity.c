@@ -151,9 +151,6 @@ struct batch {
   uint8_t *bitmaps;
   size_t n, cap, bmstride;
   uint32_t bs;
-  pthread_mutex_t lock;
-  pthread_cond_t done;
-  int pending, error;
 };
 
 static int
@@ -165,8 +162,6 @@ batch_init(struct batch *b, uint32_t bs, size_t cap)
   b->bmstride = bs / SECTOR / 8 + 1;
   b->ops = calloc(cap, sizeof *b->ops);
   b->bitmaps = calloc(cap, b->bmstride);
-  pthread_mutex_init(&b->lock, NULL);
-  pthread_cond_init(&b->done, NULL);
   if (!b->ops || !b->bitmaps)
     return tc_error(ENOMEM, "image: out of memory");
   return 0;
@@ -177,8 +172,6 @@ batch_free(struct batch *b)
 {
   free(b->ops);
   free(b->bitmaps);
-  pthread_mutex_destroy(&b->lock);
-  pthread_cond_destroy(&b->done);
 }
 
 /* Add ops for inode sectors [p, p + n) (split at objects); buf advances. */
@@ -200,43 +193,12 @@ batch_add(struct batch *b, enum tc_objop_code code, uint64_t inode, uint64_t p, 
   return 0;
 }
 
-static void
-op_done(struct tc_objop *op)
-{
-  struct batch *b = op->opaque;
-  pthread_mutex_lock(&b->lock);
-  if (op->result < 0 && !b->error)
-    b->error = op->result;
-  if (--b->pending == 0)
-    pthread_cond_signal(&b->done);
-  pthread_mutex_unlock(&b->lock);
-}
-
+/* Run ops [from, n) (a zero-length one stands for a cached sector). */
 static int
 batch_run(struct batch *b, const struct tc_objstore *os, size_t from, const char *name, const char *what)
 {
-  pthread_mutex_lock(&b->lock);
-  for (size_t i = from; i < b->n; i++) {
-    if (b->ops[i].len == 0)
-      continue;            /* stands for a cached sector */
-    b->ops[i].done = op_done;
-    b->ops[i].opaque = b;
-    b->pending++;
-    pthread_mutex_unlock(&b->lock);
-    int r = os->submit(os->ctx, &b->ops[i]);
-    pthread_mutex_lock(&b->lock);
-    if (r < 0) {
-      b->pending--;
-      if (!b->error)
-        b->error = r;
-      break;
-    }
-  }
-  while (b->pending > 0)
-    pthread_cond_wait(&b->done, &b->lock);
-  int e = b->error;
-  pthread_mutex_unlock(&b->lock);
-  if (e)
+  int e = tc_objstore_run(os, b->ops + from, b->n - from, 0, NULL, NULL);
+  if (e < 0)
     return tc_error(-e, "image %s: %s: %s", name, what, strerror(-e));
   return 0;
 }

@@ -282,11 +282,7 @@ struct tc_kv_lease_keeper *tc_kv_lease_keeper_start(struct tc_kv *kv, int64_t le
 /* Stop renewing (does not revoke) and free. */
 void tc_kv_lease_keeper_stop(struct tc_kv_lease_keeper *k);
 
-/* ---- helpers ---- */
-
-/* Standard base64 (with padding). Encode returns a malloc'd string; decode
- * returns a malloc'd buffer with a NUL after it, or NULL if not base64. */
-char *tc_base64_encode(const void *data, size_t len);
-uint8_t *tc_base64_decode(const char *text, size_t *len);
+/* Base64 (tc_base64_encode, tc_base64_decode) is in b64.h. */
+#include "b64.h"
 
 #endif

@@ -5,70 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "b64.h"
 #include "error.h"
 #include "kv_json.h"
-
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *
-tc_base64_encode(const void *data, size_t len)
-{
-  const uint8_t *p = data;
-  char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
-  if (!out)
-    return NULL;
-  for (size_t i = 0; i < len; i += 3) {
-    uint32_t v = (uint32_t) p[i] << 16;
-    if (i + 1 < len) v |= (uint32_t) p[i + 1] << 8;
-    if (i + 2 < len) v |= p[i + 2];
-    *o++ = b64chars[v >> 18];
-    *o++ = b64chars[(v >> 12) & 63];
-    *o++ = i + 1 < len ? b64chars[(v >> 6) & 63] : '=';
-    *o++ = i + 2 < len ? b64chars[v & 63] : '=';
-  }
-  *o = 0;
-  return out;
-}
-
-static int
-b64val(char c)
-{
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+' || c == '-') return 62;
-  if (c == '/' || c == '_') return 63;
-  return -1;
-}
-
-uint8_t *
-tc_base64_decode(const char *text, size_t *len)
-{
-  size_t n = strlen(text);
-  uint8_t *out = malloc(n / 4 * 3 + 4), *o = out;
-  if (!out)
-    return NULL;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (text[i] == '=')
-      break;
-    int v = b64val(text[i]);
-    if (v < 0) {
-      free(out);
-      return NULL;
-    }
-    acc = (acc << 6) | (uint32_t) v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      *o++ = (uint8_t) (acc >> bits);
-    }
-  }
-  *len = (size_t) (o - out);
-  *o = 0;
-  return out;
-}
 
 int64_t
 tc_json_i64(json_object *o, const char *key)

@@ -1,6 +1,7 @@
 /* Logging. The level and sink are set once at start-up by main(), before
  * threads exist; after that they are only read (atomics keep TSan quiet). */
 #include <config.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,7 +9,9 @@
 #include <syslog.h>
 #include <time.h>
 #include <stdatomic.h>
+#include "error.h"
 #include "log.h"
+#include "tc_config.h"
 
 static atomic_int log_level = TC_LOG_INFO;
 static atomic_int log_syslog = 0;
@@ -69,4 +72,17 @@ tc_log(enum tc_log_level level, const char *fmt, ...)
   /* One fprintf per line: stdio locks the stream, so lines never interleave. */
   fprintf(stderr, "%02d:%02d:%02d.%03ld %s: %s: %s\n", tm.tm_hour, tm.tm_min,
           tm.tm_sec, ts.tv_nsec / 1000000, log_ident, tags[level], msg);
+}
+
+int
+tc_log_configure(const struct tc_config *cfg, const char *ident)
+{
+  const char *name = tc_config_str(cfg, "log_level");
+  int lvl = tc_log_level_parse(name);
+  if (lvl < 0)
+    return tc_error(EINVAL, "option log_level: '%s' is not one of error, warn, info, debug", name ? name : "");
+  if (ident)
+    tc_log_open(ident, 0);
+  tc_log_set_level((enum tc_log_level) lvl);
+  return 0;
 }

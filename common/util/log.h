@@ -10,6 +10,11 @@ void tc_log_set_level(enum tc_log_level level);
 /* Parse "error", "warn", "info", "debug"; -1 if unknown. */
 int tc_log_level_parse(const char *name);
 int tc_log_enabled(enum tc_log_level level);
+struct tc_config;
+/* A program's logging from its configuration: the log_level option, and
+ * (ident not NULL) the program name on stderr. 0, or -1 with an error
+ * naming the option and its bad value. */
+int tc_log_configure(const struct tc_config *cfg, const char *ident);
 void tc_log(enum tc_log_level level, const char *fmt, ...)
   __attribute__((format(printf, 2, 3)));
 

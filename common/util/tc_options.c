@@ -29,7 +29,13 @@ const struct tc_opt_def tc_options[] = {
   { "gateway_bootstrap_admin", TC_OPT_STRING, NULL, "user NAME: at start, if the embedded store has no /config/user/NAME, write {\"type\":\"admin\"} there (the first administrator, without opening the KV to anyone)" },
   { "gateway_monitor", TC_OPT_BOOL, "true", "run the monitor inside the gateway (false: a KV service only)" },
   { "gateway_store_size", TC_OPT_INT, "64G", "largest size the gateway's embedded store may grow to (LMDB map size)" },
-  { "gateway_max_request_bytes", TC_OPT_INT, "16M", "largest request body the gateway's KV API accepts" },
+  { "gateway_max_request_bytes", TC_OPT_INT, "16M", "largest request body the gateway's KV API accepts (a put's or txn's; other requests take at most 64 KiB)" },
+  { "gateway_max_body_memory", TC_OPT_INT, "256M", "request bodies over 64 KiB the gateway's KV API holds in memory at once, together (more get 429 until some finish)" },
+  { "gateway_threads", TC_OPT_INT, "8", "worker threads serving the gateway's KV API connections (a fixed pool: no thread per connection)" },
+  { "gateway_max_connections", TC_OPT_INT, "4096", "connections the gateway's KV API holds at most; at the cap, the unauthenticated idle connection silent longest is closed to make room (certificate-authenticated ones never), else the new one" },
+  { "gateway_max_connections_per_addr", TC_OPT_INT, "256", "connections the gateway's KV API holds at most from one source address (the same choice at the cap)" },
+  { "gateway_idle_timeout", TC_OPT_INT, "60", "seconds a KV API connection may go without a request under way (TLS handshake, headers, idle between requests), trickling bytes or not" },
+  { "gateway_request_timeout", TC_OPT_INT, "60", "seconds a KV API request may take from its headers to its reply (receiving its body included; watch streams excepted)" },
   { "gateway_max_txn_ops", TC_OPT_INT, "128", "most compares or operations per txn branch (etcd's --max-txn-ops)" },
   { "gateway_watch_progress_interval", TC_OPT_INT, "600", "seconds between progress replies to a quiet watch with progress_notify (as etcd)" },
   { "gateway_meta_sync", TC_OPT_BOOL, "true", "flush the store twice per commit (false: once, the rest every second; a power loss may then undo the last second of writes, kill -9 loses nothing)" },
@@ -78,11 +84,11 @@ const struct tc_opt_def tc_options[] = {
   { "osd_port", TC_OPT_INT, "0", "tromcho-osd: TCP port to listen on (0: any free port, published in /osd/state)" },
   { "osd_stats_interval", TC_OPT_INT, "5", "tromcho-osd: seconds between writes of /osd/stats/<n> and the changed /pg/state/<pool>/<pg> of the PGs it leads (one txn, with its registration lease)" },
   { "scrub_interval", TC_OPT_INT, "604800", "tromcho-osd: seconds between two scrubs of each PG it leads (first passes spread over the interval; 0: no scheduled scrub)" },
-  { "scrub_rate", TC_OPT_INT, "8", "tromcho-osd: objects the scheduled scrub checks per second at most (one at a time), so client I/O keeps most of the disk" },
-  /* metrics (doc/metrics.md) */
-  { "metrics_port", TC_OPT_INT, "0", "TCP port of the Prometheus /metrics endpoint of tromcho-osd, the nbdkit plugin and tromcho-fuse (0: none)" },
+  { "scrub_rate", TC_OPT_INT, "8", "tromcho-osd: objects the scheduled scrub checks per second at most, so client I/O keeps most of the disk" },
+  /* metrics (tromcho-osd(8), METRICS) */
+  { "metrics_port", TC_OPT_INT, "0", "TCP port of the Prometheus /metrics endpoint of tromcho-osd (0: none)" },
   { "metrics_address", TC_OPT_STRING, "127.0.0.1", "numeric address the /metrics endpoint listens on" },
-  { "metrics_file", TC_OPT_STRING, NULL, "nbdkit plugin and tromcho-fuse: also write the metrics to this file every few seconds (Prometheus text, for node_exporter's textfile collector)" },
+  { "osd_kv_settle", TC_OPT_INT, "20", "tromcho-osd: ms a burst of KV watch events settles before the OSD reloads users, images and the map (a request for an image it does not know yet reloads at once)" },
   { NULL, 0, NULL, NULL }
 };
 

@@ -40,8 +40,7 @@
 #   4. That is all: `run-fuzz.sh NAME SECONDS` and `run-fuzz.sh all` find
 #      it, and in a fuzzing build `make check` replays every corpus once
 #      (test-fuzz-corpus.sh).
-# Older targets keep their binary in tests/ and their corpus in
-# tests/fuzz-corpus/NAME or tests/fuzz/corpus/NAME: both are found too.
+# Older targets keep their binary in tests/ (their corpus is here too).
 set -u
 if [ $# -lt 2 ]; then
   echo "usage: $0 TARGET|all SECONDS [libFuzzer options...]" >&2
@@ -64,7 +63,7 @@ fuzz_bin() {
 }
 fuzz_seeds() {
   local d
-  for d in "$srcdir/corpus-$1" "$srcdir/corpus/$1" "$srcdir/../fuzz-corpus/$1"; do
+  for d in "$srcdir/corpus-$1"; do
     [ -d "$d" ] && { (cd "$d" && pwd); return 0; }
   done
   return 1

@@ -1,0 +1,60 @@
+/* The cluster client's unsynced-write log: acknowledged writes (and
+ * deletes) not yet covered by a SYNC, oldest first, replayed when an OSD
+ * that took some of them is lost before the SYNC (cluster_replay.c).
+ *
+ * A write's record is reserved before the write is sent
+ * (tc_ulog_reserve): a failed allocation fails the write, never an
+ * acknowledged write without its record. Recording it at the
+ * acknowledgement (tc_ulog_add) needs memory only to split an older entry
+ * in two; without it no entry is dropped: the older one is kept whole
+ * (patched with the newer bytes when it can) or the add reports ENOMEM and
+ * the write is failed.
+ *
+ * Owned by one thread (the cluster client's I/O thread), except
+ * tc_ulog_reserve and tc_ulog_release, which touch no log state. */
+#ifndef TROMCHO_UNSYNCED_LOG_H
+#define TROMCHO_UNSYNCED_LOG_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One WRITE (data) or DELETE (data NULL). A partial one (WRITE_PARTIAL:
+ * any bytes) is replayed as such; the others cover whole sectors. */
+struct tc_ulog_entry {
+  uint64_t seq, inode, offset;
+  uint32_t len;
+  bool partial;
+  uint8_t *data;                 /* at least len bytes */
+  struct tc_ulog_entry *next, *prev;
+};
+
+struct tc_ulog {
+  struct tc_ulog_entry *head, *tail;
+  uint64_t seq;                  /* the last entry's */
+  uint64_t bytes;                /* the entries' lengths */
+  /* How the log allocates (freed with free()); NULL: malloc. The unit
+   * test injects allocation failures here. Set before first use. */
+  void *(*alloc)(size_t n);
+};
+
+/* The record of a write about to be sent (data: whether it carries bytes,
+ * copied at tc_ulog_add). NULL with errno ENOMEM. Caller passes it to
+ * tc_ulog_add or tc_ulog_release. */
+struct tc_ulog_entry *tc_ulog_reserve(const struct tc_ulog *log, uint64_t inode, uint64_t offset, uint32_t len,
+                                      bool data, bool partial);
+/* A reserved record whose write was not acknowledged. NULL is ignored. */
+void tc_ulog_release(struct tc_ulog_entry *e);
+/* The write of reserved record e (taken, always) was acknowledged with
+ * these bytes (NULL for a DELETE): append it as the youngest entry; older
+ * entries it covers are dropped or cut to what it does not cover, so a
+ * replay never brings back old data; whole-sector entries under a partial
+ * write are patched with its bytes. Returns 0, or -ENOMEM when an older
+ * entry could be neither cut nor patched: it is then kept whole and the
+ * caller must fail the write (its bytes are not guaranteed after a replay). */
+int tc_ulog_add(struct tc_ulog *log, struct tc_ulog_entry *e, const void *data);
+/* A SYNC covering seq <= upto succeeded: forget those. */
+void tc_ulog_trim(struct tc_ulog *log, uint64_t upto);
+/* Forget everything (the client is going away). */
+void tc_ulog_clear(struct tc_ulog *log);
+
+#endif

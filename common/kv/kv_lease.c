@@ -1,0 +1,141 @@
+/* The KV client's leases: grant, keep alive, revoke, and the lease keeper
+ * thread. */
+#include <config.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "cleanup.h"
+#include "error.h"
+#include "kv_int.h"
+#include "log.h"
+
+int
+tc_kv_lease_grant(struct tc_kv *kv, int64_t ttl, int64_t *id)
+{
+  struct tc_kv_result res;
+  struct tc_kv_request r = { .type = TC_KV_REQ_LEASE_GRANT, .ttl = ttl };
+  if (ttl <= 0)
+    return tc_error(EINVAL, "kv: lease TTL %" PRId64 " is not positive", ttl);
+  if (tc_kv_request(kv, &r, &res) < 0)
+    return -1;
+  *id = res.lease_id;
+  tc_kv_result_free(&res);
+  return 0;
+}
+
+int
+tc_kv_lease_keepalive(struct tc_kv *kv, int64_t id, int64_t *ttl)
+{
+  struct tc_kv_result res;
+  struct tc_kv_request r = { .type = TC_KV_REQ_LEASE_KEEPALIVE, .lease_id = id };
+  if (tc_kv_request(kv, &r, &res) < 0)
+    return -1;
+  if (ttl)
+    *ttl = res.ttl;
+  tc_kv_result_free(&res);
+  return 0;
+}
+
+int
+tc_kv_lease_revoke(struct tc_kv *kv, int64_t id)
+{
+  struct tc_kv_result res;
+  struct tc_kv_request r = { .type = TC_KV_REQ_LEASE_REVOKE, .lease_id = id };
+  if (tc_kv_request(kv, &r, &res) < 0)
+    return -1;
+  tc_kv_result_free(&res);
+  return 0;
+}
+
+/* ---- lease keeper ---- */
+
+struct tc_kv_lease_keeper {
+  struct tc_kv *kv;
+  int64_t id, ttl;
+  tc_kv_lease_lost_fn lost;
+  void *arg;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  bool stop;
+};
+
+static void *
+keeper_thread(void *arg)
+{
+  struct tc_kv_lease_keeper *k = arg;
+  double last_ok = kv_now_s(), period = k->ttl / 3.0;
+  if (period < 0.2)
+    period = 0.2;
+  for (;;) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double t = ts.tv_sec + ts.tv_nsec / 1e9 + period;
+    ts.tv_sec = (time_t) t;
+    ts.tv_nsec = (long) ((t - (double) ts.tv_sec) * 1e9);
+    {
+      SCOPED_LOCK(&k->lock);
+      while (!k->stop && pthread_cond_timedwait(&k->cond, &k->lock, &ts) != ETIMEDOUT)
+        ;
+      if (k->stop)
+        return NULL;
+    }
+    int64_t ttl;
+    if (tc_kv_lease_keepalive(k->kv, k->id, &ttl) == 0) {
+      last_ok = kv_now_s();
+      continue;
+    }
+    int err = errno;
+    tc_warn("kv: keeping lease %" PRIx64 " alive: %s", (uint64_t) k->id, tc_last_error());
+    if (err == ENOENT || kv_now_s() - last_ok > (double) k->ttl) {
+      if (k->lost)
+        k->lost(k->arg, k->id);
+      return NULL;
+    }
+  }
+}
+
+struct tc_kv_lease_keeper *
+tc_kv_lease_keeper_start(struct tc_kv *kv, int64_t lease_id, int64_t ttl, tc_kv_lease_lost_fn lost, void *arg)
+{
+  struct tc_kv_lease_keeper *k = calloc(1, sizeof *k);
+  if (!k) {
+    tc_error(ENOMEM, "kv: out of memory");
+    return NULL;
+  }
+  k->kv = kv;
+  k->id = lease_id;
+  k->ttl = ttl > 0 ? ttl : 1;
+  k->lost = lost;
+  k->arg = arg;
+  pthread_mutex_init(&k->lock, NULL);
+  pthread_cond_init(&k->cond, NULL);
+  int r = pthread_create(&k->thread, NULL, keeper_thread, k);
+  if (r) {
+    free(k);
+    tc_error(r, "kv: cannot start the lease keeper: %s", strerror(r));
+    return NULL;
+  }
+  return k;
+}
+
+void
+tc_kv_lease_keeper_stop(struct tc_kv_lease_keeper *k)
+{
+  if (!k)
+    return;
+  {
+    SCOPED_LOCK(&k->lock);
+    k->stop = true;
+    pthread_cond_broadcast(&k->cond);
+  }
+  pthread_join(k->thread, NULL);
+  pthread_mutex_destroy(&k->lock);
+  pthread_cond_destroy(&k->cond);
+  free(k);
+}
+

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Soak tests, outside the default suite (issue 15 item 6); run them with
+#   ./appliance test --soak [kill|stop|gateway|all] [--seconds N]   (default all, 600 s each)
+# or directly: tests/soak/soak.sh MODE [SECONDS] (after a build).
+#
+# On ./appliance up (gateway, 3 supervised OSDs, pg_size 3 / pg_minsize 2,
+# the encrypted image demo over NBD), for SECONDS:
+# - fio writes 64 KiB blocks at random over the upper half of demo with a
+#   checksum in each, verifying them as it goes (verify_backlog), and
+#   reports every I/O error;
+# - the lower 256 MiB hold random data written once before the chaos and
+#   compared in full after it (every block, after the PGs are clean again);
+# - the chaos, by MODE:
+#     kill     a random OSD killed with -9 every 3-8 s while all three run
+#              (the appliance restarts it, with a growing backoff)
+#     stop     a random OSD stopped (SIGSTOP) for 5-20 s, then continued, every 10-25 s
+#     gateway  the gateway (KV and monitor) killed with -9 every 15-30 s, restarted
+# Prints: operations, chaos events, I/O errors (goal 0), verify failures
+# (goal 0), the longest stall (fio's longest write). Exit 0 only when all
+# goals hold.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+mode=${1:?usage: soak.sh kill|stop|gateway [SECONDS]}
+secs=${2:-600}
+case $mode in kill|stop|gateway) ;; *) echo "soak.sh: unknown mode $mode" >&2; exit 2 ;; esac
+W=$(mktemp -d /var/tmp/tromcho-soak.XXXXXX)
+DIR=$W/app
+LOG=$W/up.log
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+URI="nbd://127.0.0.1:$PORT/demo"
+UP_PID= FIO= STOPPED=
+say () { printf 'soak %s: %s\n' "$mode" "$*"; }
+cleanup () {
+  [ -z "$STOPPED" ] || kill -CONT "$STOPPED" 2>/dev/null || true
+  [ -z "$FIO" ] || kill "$FIO" 2>/dev/null || true
+  if [ -n "$UP_PID" ]; then
+    kill -TERM "$UP_PID" 2>/dev/null || true
+    wait "$UP_PID" 2>/dev/null || true
+  fi
+  if [ -z "${KEEP:-}" ]; then rm -rf "$W"; else echo "soak: kept $W"; fi
+}
+trap cleanup EXIT
+die () { say "FAIL: $*"; exit 1; }
+
+"$top/appliance" up --dir "$DIR" --port "$PORT" >"$LOG" 2>&1 &
+UP_PID=$!
+for _ in $(seq 1200); do grep -q "tromcho is up" "$LOG" && break; sleep 0.1; done
+grep -q "tromcho is up" "$LOG" || { cat "$LOG"; die "appliance up did not come up"; }
+status () { TROMCHO_CONFIG=$DIR/admin.conf "$top/cli/tromcho" status --json 2>/dev/null; }
+all_clean () { status | python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if s["pgs"] and s["pgs_clean"] == s["pgs"] and s["osds_down"] == 0 else 1)'; }
+wait_clean () { local i; for i in $(seq "$1"); do all_clean && return 0; sleep 1; done; return 1; }
+osd_pid () { pgrep -f "tromcho-osd .*--osd_num $1 --osd_data $DIR/" | head -1 || true; }
+gw_pid () { pgrep -f "tromcho-gateway --config $DIR/gateway.conf" | head -1 || true; }
+# all three OSD processes run (a killed one is restarted by the appliance)
+all_running () { local n; for n in 1 2 3; do [ -n "$(osd_pid $n)" ] || return 1; done; }
+wait_clean 120 || die "the PGs are not clean at the start"
+
+head -c 256M /dev/urandom > "$W/base"
+nbdcopy "$W/base" "$URI" || die "writing the base data"
+size=$(nbdinfo --size "$URI")
+half=$((size / 2))
+fio --name=soak --ioengine=nbd --uri="$URI" --rw=randwrite --bs=64k --iodepth=8 --rate=8m \
+    --offset="$half" --size=256M --time_based --runtime="$secs" \
+    --verify=crc32c --verify_backlog=256 --verify_fatal=1 --verify_state_save=0 \
+    --output-format=json --output="$W/fio.json" >/dev/null 2>"$W/fio.err" &
+FIO=$!
+events=0
+start=$(date +%s)
+while kill -0 "$FIO" 2>/dev/null; do
+  case $mode in
+    kill)
+      sleep $((3 + RANDOM % 6))
+      all_running || continue   # one at a time: pg_minsize 2 of 3
+      n=$((1 + RANDOM % 3)); p=$(osd_pid $n)
+      if [ -n "$p" ] && kill -9 "$p" 2>/dev/null; then events=$((events + 1)); fi ;;
+    stop)
+      sleep $((10 + RANDOM % 16))
+      n=$((1 + RANDOM % 3)); p=$(osd_pid $n)
+      if [ -n "$p" ] && kill -STOP "$p" 2>/dev/null; then
+        STOPPED=$p; events=$((events + 1))
+        sleep $((5 + RANDOM % 16))
+        kill -CONT "$p" 2>/dev/null || true; STOPPED=
+      fi ;;
+    gateway)
+      sleep $((15 + RANDOM % 16))
+      p=$(gw_pid)
+      if [ -n "$p" ] && kill -9 "$p" 2>/dev/null; then events=$((events + 1)); fi ;;
+  esac
+done
+fio_rc=0
+wait "$FIO" || fio_rc=$?
+FIO=
+elapsed=$(( $(date +%s) - start ))
+wait_clean 300 || die "the PGs did not become clean after the chaos: $(status)"
+nbdcopy "$URI" "$W/back" || die "reading the image back"
+if cmp -s -n $((256 << 20)) "$W/back" "$W/base"; then base_ok=1; else
+  base_ok=0
+  python3 - "$W/base" "$W/back" <<'PY'
+import sys
+a = open(sys.argv[1], "rb").read()
+b = open(sys.argv[2], "rb").read(len(a))
+bad = [i for i in range(0, len(a), 4096) if a[i:i + 4096] != b[i:i + 4096]]
+zero = sum(1 for i in bad if b[i:i + 4096] == bytes(4096))
+print("base data: %d of %d sectors differ (%d read as zeros); first at %s" % (
+    len(bad), len(a) // 4096, zero, ", ".join("%#x" % i for i in bad[:8])))
+PY
+fi
+python3 - "$W/fio.json" "$W/fio.err" "$mode" "$events" "$elapsed" "$base_ok" "$fio_rc" <<'PY'
+import json, re, sys
+path, errpath, mode, events, elapsed, base_ok, fio_rc = sys.argv[1:]
+try:
+    j = json.load(open(path))["jobs"][0]
+except Exception as e:
+    sys.exit("soak %s: FAIL: no fio result (%s): %s" % (mode, e, open(errpath).read()[-2000:]))
+err = open(errpath).read()
+verify_fail = len(re.findall(r"verify: bad|bad magic|crc32c: verify failed|verify type mismatch", err))
+ios = j["write"]["total_ios"] + j["read"]["total_ios"]
+stall = max(j["write"]["clat_ns"]["max"], j["read"]["clat_ns"]["max"]) / 1e9
+ok = j["error"] == 0 and verify_fail == 0 and base_ok == "1" and fio_rc == "0"
+print("soak %s: %s s, %d operations (%d writes), %s %s, I/O errors %d, verify failures %d, "
+      "base data %s, longest stall %.1f s: %s" % (
+          mode, elapsed, ios, j["write"]["total_ios"], events,
+          {"kill": "OSD kills", "stop": "OSD stops", "gateway": "gateway kills"}[mode],
+          j["error"], verify_fail, "intact" if base_ok == "1" else "CHANGED", stall, "ok" if ok else "FAIL"))
+sys.exit(0 if ok else 1)
+PY

@@ -1,0 +1,228 @@
+/* The cluster client's unsynced-write log (common/cluster/unsynced_log.h):
+ * what it keeps for replay, and that a failed allocation never drops the
+ * record of an acknowledged write (allocation failures injected through the
+ * log's allocator). */
+#include <config.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tap.h"
+#include "unsynced_log.h"
+
+#define S 4096
+
+/* The injected allocator: fails every allocation while fail_allocs. */
+static bool fail_allocs;
+static int failed;
+
+static void *
+test_alloc(size_t n)
+{
+  if (fail_allocs) {
+    failed++;
+    return NULL;
+  }
+  return malloc(n);
+}
+
+static uint8_t *
+pattern(uint32_t len, uint8_t v)
+{
+  uint8_t *p = malloc(len);
+  if (p)
+    memset(p, v, len);
+  return p;
+}
+
+/* Record an acknowledged write the way the cluster client does: reserve
+ * before sending, add when acknowledged. */
+static int
+write_acked(struct tc_ulog *log, uint64_t inode, uint64_t off, uint32_t len, const uint8_t *data, bool partial)
+{
+  struct tc_ulog_entry *e = tc_ulog_reserve(log, inode, off, len, data != NULL, partial);
+  if (!e)
+    return -2;
+  return tc_ulog_add(log, e, data);
+}
+
+/* Whether the log, replayed over zeroed memory in log order, leaves byte b
+ * of inode 1 as v (DELETEs read as zeros). */
+static int
+byte_after_replay(const struct tc_ulog *log, uint64_t b)
+{
+  int v = -1;
+  for (const struct tc_ulog_entry *u = log->head; u; u = u->next)
+    if (u->inode == 1 && b >= u->offset && b < u->offset + u->len)
+      v = u->data ? u->data[b - u->offset] : 0;
+  return v;
+}
+
+static size_t
+count(const struct tc_ulog *log)
+{
+  size_t n = 0;
+  for (const struct tc_ulog_entry *u = log->head; u; u = u->next)
+    n++;
+  return n;
+}
+
+static uint64_t
+sum_len(const struct tc_ulog *log)
+{
+  uint64_t n = 0;
+  for (const struct tc_ulog_entry *u = log->head; u; u = u->next)
+    n += u->len;
+  return n;
+}
+
+/* Overlapping entries of inode 1 that disagree on a byte could be replayed
+ * in either order (the replay sends them all at once): none may. */
+static bool
+overlaps_agree(const struct tc_ulog *log)
+{
+  for (const struct tc_ulog_entry *a = log->head; a; a = a->next)
+    for (const struct tc_ulog_entry *b = a->next; b; b = b->next) {
+      if (a->inode != b->inode)
+        continue;
+      uint64_t lo = a->offset > b->offset ? a->offset : b->offset;
+      uint64_t hi = a->offset + a->len < b->offset + b->len ? a->offset + a->len : b->offset + b->len;
+      for (uint64_t x = lo; x < hi; x++) {
+        int va = a->data ? a->data[x - a->offset] : 0, vb = b->data ? b->data[x - b->offset] : 0;
+        if (va != vb)
+          return false;
+      }
+    }
+  return true;
+}
+
+static void
+test_keeps_newest(void)
+{
+  struct tc_ulog log = { .alloc = test_alloc };
+  uint8_t *a = pattern(4 * S, 0xaa), *b = pattern(S, 0xbb), *c = pattern(100, 0xcc);
+  CHECK(a && b && c, "memory");
+  if (!a || !b || !c)
+    goto out;
+  CHECK(write_acked(&log, 1, 0, 4 * S, a, false) == 0, "write A");
+  CHECK(write_acked(&log, 1, S, S, b, false) == 0, "write B inside A");
+  /* A split around B: head, tail, then B. */
+  CHECK(count(&log) == 3 && log.bytes == 4 * S && sum_len(&log) == log.bytes, "A cut in two around B (%zu, %lu)",
+        count(&log), (unsigned long) log.bytes);
+  CHECK(byte_after_replay(&log, 0) == 0xaa && byte_after_replay(&log, S) == 0xbb &&
+        byte_after_replay(&log, 2 * S) == 0xaa, "replay gives A, B, A");
+  CHECK(write_acked(&log, 1, 2 * S + 10, 100, c, true) == 0, "partial write C over A's tail");
+  CHECK(byte_after_replay(&log, 2 * S + 10) == 0xcc && byte_after_replay(&log, 2 * S + 9) == 0xaa,
+        "the partial write patched A's tail");
+  CHECK(overlaps_agree(&log), "overlapping entries carry the same bytes");
+  CHECK(write_acked(&log, 1, 0, 4 * S, NULL, false) == 0, "delete everything");
+  CHECK(count(&log) == 1 && byte_after_replay(&log, S) == 0 && log.bytes == 4 * S, "only the DELETE is left");
+  uint64_t seq = log.seq;
+  CHECK(write_acked(&log, 2, 0, S, b, false) == 0 && count(&log) == 2, "another inode is not cut");
+  tc_ulog_trim(&log, seq);
+  CHECK(count(&log) == 1 && log.head->inode == 2 && log.bytes == S, "trim forgets what the SYNC covered");
+out:
+  tc_ulog_clear(&log);
+  CHECK(!log.head && !log.tail && log.bytes == 0, "cleared");
+  free(a);
+  free(b);
+  free(c);
+}
+
+/* The bug: the record used to be allocated when the write was
+ * acknowledged; without memory then, the acknowledged write was kept
+ * nowhere and an OSD failure before the next SYNC lost it. */
+static void
+test_record_reserved(void)
+{
+  struct tc_ulog log = { .alloc = test_alloc };
+  uint8_t *a = pattern(S, 0xaa);
+  CHECK(a != NULL, "memory");
+  if (!a)
+    return;
+  struct tc_ulog_entry *e = tc_ulog_reserve(&log, 1, 8 * S, S, true, false);
+  CHECK(e != NULL, "reserve");
+  fail_allocs = true;
+  failed = 0;
+  int r = e ? tc_ulog_add(&log, e, a) : -1;
+  fail_allocs = false;
+  CHECK(r == 0 && failed == 0, "acknowledging needs no memory (r %d, %d allocations failed)", r, failed);
+  CHECK(count(&log) == 1 && byte_after_replay(&log, 8 * S) == 0xaa, "the acknowledged write is kept for replay");
+  /* Without memory before sending, the write fails instead. */
+  fail_allocs = true;
+  CHECK(tc_ulog_reserve(&log, 1, 0, S, true, false) == NULL, "no memory: reserving fails (the write fails)");
+  CHECK(tc_ulog_reserve(&log, 1, 0, S, false, false) == NULL, "no memory: reserving a DELETE fails");
+  fail_allocs = false;
+  tc_ulog_release(tc_ulog_reserve(&log, 1, 0, S, true, false));   /* an unused reservation is freed */
+  tc_ulog_clear(&log);
+  free(a);
+}
+
+/* Cutting an older entry in two needs memory: without it nothing is
+ * dropped, and the older entry agrees with the newer write or the write
+ * is reported failed. */
+static void
+test_split_without_memory(void)
+{
+  uint8_t *a = pattern(4 * S, 0xaa), *b = pattern(S, 0xbb), *c = pattern(100, 0xcc);
+  CHECK(a && b && c, "memory");
+  if (!a || !b || !c)
+    goto out;
+
+  /* Write inside a write: the older one is patched and kept whole. */
+  struct tc_ulog log = { .alloc = test_alloc };
+  CHECK(write_acked(&log, 1, 0, 4 * S, a, false) == 0, "write A");
+  struct tc_ulog_entry *e = tc_ulog_reserve(&log, 1, S, S, true, false);
+  fail_allocs = true;
+  int r = tc_ulog_add(&log, e, b);
+  fail_allocs = false;
+  CHECK(r == 0, "write B inside A without memory: kept (%d)", r);
+  CHECK(byte_after_replay(&log, 0) == 0xaa && byte_after_replay(&log, 3 * S) == 0xaa &&
+        byte_after_replay(&log, S) == 0xbb && overlaps_agree(&log), "A kept whole, patched with B");
+  CHECK(sum_len(&log) == log.bytes, "byte count");
+  tc_ulog_clear(&log);
+
+  /* A DELETE inside a write: the older one is patched with zeros. */
+  CHECK(write_acked(&log, 1, 0, 4 * S, a, false) == 0, "write A");
+  e = tc_ulog_reserve(&log, 1, S, S, false, false);
+  fail_allocs = true;
+  r = tc_ulog_add(&log, e, NULL);
+  fail_allocs = false;
+  CHECK(r == 0 && byte_after_replay(&log, 0) == 0xaa && byte_after_replay(&log, S) == 0 && overlaps_agree(&log),
+        "delete inside A without memory: A patched with zeros (%d)", r);
+  tc_ulog_clear(&log);
+
+  /* A write inside a DELETE: nothing can carry the bytes, the write fails
+   * and the DELETE is still there whole. */
+  CHECK(write_acked(&log, 1, 0, 4 * S, NULL, false) == 0, "delete D");
+  e = tc_ulog_reserve(&log, 1, S, S, true, false);
+  fail_allocs = true;
+  r = tc_ulog_add(&log, e, b);
+  fail_allocs = false;
+  CHECK(r == -ENOMEM, "write inside D without memory: the write fails (%d)", r);
+  CHECK(log.head && log.head->offset == 0 && log.head->len == 4 * S && !log.head->data, "D kept whole");
+  CHECK(sum_len(&log) == log.bytes, "byte count");
+  tc_ulog_clear(&log);
+
+  /* A partial write over a DELETE: the DELETE must become zeros to carry
+   * the bytes; without memory the write fails, the DELETE stays. */
+  CHECK(write_acked(&log, 1, 0, 4 * S, NULL, false) == 0, "delete D");
+  e = tc_ulog_reserve(&log, 1, S + 5, 100, true, true);
+  fail_allocs = true;
+  r = tc_ulog_add(&log, e, c);
+  fail_allocs = false;
+  CHECK(r == -ENOMEM && log.head && log.head->len == 4 * S, "partial write over D without memory fails (%d)", r);
+  tc_ulog_clear(&log);
+out:
+  free(a);
+  free(b);
+  free(c);
+}
+
+int
+main(void)
+{
+  test_keeps_newest();
+  test_record_reserved();
+  test_split_without_memory();
+  return DONE();
+}
