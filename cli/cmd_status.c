@@ -1,8 +1,13 @@
-/* tromcho status: OSDs up and down, PGs clean, degraded, recovering,
- * inactive; human or --json. From the KV: /osd/state/<n> (live OSDs, with a
- * lease), /pg/config (placement), /stats (the monitor's list of OSDs it
- * saw), /pg/state/<pool>/<pg> (what primaries report: {"state": ["active",
- * "clean", ...]} or a string). */
+/* tromcho status: like `ceph -s`, health (OK/WARN/ERR and why), OSDs up
+ * and down, PGs by state, recovery progress and rate, client I/O rates,
+ * capacity, scrub findings; human or --json. From the KV: /osd/state/<n>
+ * (live OSDs, with a lease), /pg/config (placement), /stats (the monitor's
+ * list of OSDs it saw), /pg/state/<pool>/<pg> (what each primary reports:
+ * {"state": ["active", "degraded", "recovering", ...], "primary": N, ...},
+ * or a string), /osd/stats/<n> (each OSD's rates, capacity, scrub totals;
+ * administrators only: without it the rates and capacity are left out).
+ * A /pg/state report from an OSD that is no longer the PG's primary is
+ * stale and ignored. */
 #include <config.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,9 +29,16 @@ has_id(const uint64_t *v, size_t n, uint64_t id)
   return false;
 }
 
-/* The reported state words of one PG ("" if none). */
+/* What the PG's primary reports beyond its state words. */
+struct pg_report {
+  int64_t degraded_objects, scrub_bad, scrub_repaired, scrub_last;
+};
+
+/* The reported state words of one PG ("" if none, or if the report is not
+ * from the current primary). */
 static void
-pg_reported(struct tc_kv_result *st, const char *prefix, uint64_t pool, uint32_t pg, char *out, size_t len)
+pg_reported(struct tc_kv_result *st, const char *prefix, uint64_t pool, uint32_t pg, uint64_t primary, char *out,
+            size_t len, struct pg_report *rep)
 {
   char key[512];
   snprintf(key, sizeof key, "%.256s%" PRIu64 "/%u", prefix, pool, pg);
@@ -34,7 +46,21 @@ pg_reported(struct tc_kv_result *st, const char *prefix, uint64_t pool, uint32_t
   for (size_t i = 0; i < st->n_kvs; i++) {
     if (strcmp((const char *) st->kvs[i].key, key))
       continue;
-    json_object *o = json_tokener_parse((const char *) st->kvs[i].value), *f;
+    json_object *o = json_tokener_parse((const char *) st->kvs[i].value), *f, *sc;
+    if (o && json_object_object_get_ex(o, "primary", &f) && (uint64_t) json_object_get_int64(f) != primary) {
+      json_object_put(o);
+      return;   /* written by a former primary */
+    }
+    if (o && json_object_object_get_ex(o, "degraded_objects", &f))
+      rep->degraded_objects = json_object_get_int64(f);
+    if (o && json_object_object_get_ex(o, "scrub", &sc)) {
+      if (json_object_object_get_ex(sc, "bad_sectors", &f))
+        rep->scrub_bad = json_object_get_int64(f);
+      if (json_object_object_get_ex(sc, "repaired_sectors", &f))
+        rep->scrub_repaired = json_object_get_int64(f);
+      if (json_object_object_get_ex(sc, "last", &f))
+        rep->scrub_last = json_object_get_int64(f);
+    }
     if (o && json_object_object_get_ex(o, "state", &f)) {
       if (json_object_is_type(f, json_type_array))
         for (size_t k = 0; k < json_object_array_length(f); k++) {
@@ -114,11 +140,13 @@ cmd_status(int argc, char **argv, struct tc_config *cfg)
     json_object_put(so);
   }
   tc_kv_result_free(&stats);
-  uint64_t clean = 0, degraded = 0, recovering = 0, inactive = 0, total = 0;
+  uint64_t clean = 0, degraded = 0, recovering = 0, inactive = 0, peering = 0, total = 0;
+  uint64_t inconsistent = 0, scrubbing = 0;
+  int64_t degraded_objects = 0, scrub_bad = 0, scrub_repaired = 0, scrub_oldest = 0;
   for (size_t p = 0; p < m->n_pools; p++) {
     const struct tc_pool_info *pool = &m->pools[p];
     json_object *pj = json_object_new_object();
-    uint64_t pc = 0, pd = 0, pr = 0, pi = 0;
+    uint64_t pc = 0, pd = 0, pr = 0, pi = 0, pp = 0;
     for (uint32_t g = 0; g < pool->pg_count; g++) {
       const struct tc_pg_info *pg = tc_map_pg(m, pool->id, g);
       uint32_t live = 0;
@@ -139,9 +167,19 @@ cmd_status(int argc, char **argv, struct tc_config *cfg)
         }
       }
       char rep[256];
-      pg_reported(&st, key, pool->id, g, rep, sizeof rep);
-      if (!pg || !pg->primary || !tc_map_osd(m, pg->primary) || live < pool->pg_minsize)
+      struct pg_report pr_ = { 0 };
+      pg_reported(&st, key, pool->id, g, pg ? pg->primary : 0, rep, sizeof rep, &pr_);
+      degraded_objects += pr_.degraded_objects;
+      scrub_bad += pr_.scrub_bad;
+      scrub_repaired += pr_.scrub_repaired;
+      if (*rep && (!scrub_oldest || pr_.scrub_last < scrub_oldest))
+        scrub_oldest = pr_.scrub_last;
+      inconsistent += strstr(rep, "inconsistent") != NULL;
+      scrubbing += strstr(rep, "scrubbing") != NULL;
+      if (!pg || !pg->primary || !tc_map_osd(m, pg->primary) || live < pool->pg_minsize || strstr(rep, "incomplete"))
         pi++;
+      else if (!*rep || strstr(rep, "peering"))
+        pp++;   /* the primary has not reported this PG yet: it peers */
       else if (strstr(rep, "recover"))
         pr++;
       else if (live < pool->pg_size || strstr(rep, "degraded"))
@@ -156,14 +194,85 @@ cmd_status(int argc, char **argv, struct tc_config *cfg)
     json_object_object_add(pj, "clean", json_object_new_int64((int64_t) pc));
     json_object_object_add(pj, "degraded", json_object_new_int64((int64_t) pd));
     json_object_object_add(pj, "recovering", json_object_new_int64((int64_t) pr));
+    json_object_object_add(pj, "peering", json_object_new_int64((int64_t) pp));
     json_object_object_add(pj, "inactive", json_object_new_int64((int64_t) pi));
     json_object_array_add(jp, pj);
     clean += pc;
     degraded += pd;
     recovering += pr;
     inactive += pi;
+    peering += pp;
     total += pool->pg_count;
   }
+  /* Each OSD's own figures (administrators may read them). */
+  struct tc_kv_result os = { 0 };
+  char okey[256];
+  double rd_iops = 0, wr_iops = 0, rd_bps = 0, wr_bps = 0, rec_rate = 0;
+  int64_t used = 0, data = 0, free_b = 0, n_stats = 0;
+  tc_client_key(cl, okey, sizeof okey, "/osd/stats/");
+  if (tc_kv_get_prefix(tc_client_kv(cl), okey, 0, &os) == 0)
+    for (size_t i = 0; i < os.n_kvs; i++) {
+      uint64_t id = strtoull((const char *) os.kvs[i].key + strlen(okey), NULL, 10);
+      if (!tc_map_osd(m, id))
+        continue;   /* gone: its lease should have taken the key */
+      json_object *o = json_tokener_parse((const char *) os.kvs[i].value), *r, *f;
+      if (!o)
+        continue;
+      n_stats++;
+      if (json_object_object_get_ex(o, "rates", &r)) {
+        if (json_object_object_get_ex(r, "read_iops", &f)) rd_iops += json_object_get_double(f);
+        if (json_object_object_get_ex(r, "write_iops", &f)) wr_iops += json_object_get_double(f);
+        if (json_object_object_get_ex(r, "read_bps", &f)) rd_bps += json_object_get_double(f);
+        if (json_object_object_get_ex(r, "write_bps", &f)) wr_bps += json_object_get_double(f);
+        if (json_object_object_get_ex(r, "recovery_objects_per_sec", &f)) rec_rate += json_object_get_double(f);
+      }
+      if (json_object_object_get_ex(o, "store", &r)) {
+        if (json_object_object_get_ex(r, "used_bytes", &f)) used += json_object_get_int64(f);
+        if (json_object_object_get_ex(r, "data_bytes", &f)) data += json_object_get_int64(f);
+        if (json_object_object_get_ex(r, "free_bytes", &f)) free_b += json_object_get_int64(f);
+      }
+      json_object_put(o);
+    }
+  tc_kv_result_free(&os);
+  /* Health: ERR when data is unavailable or a scrub found what it could not
+   * repair; WARN for anything short of every PG clean on every OSD. */
+  const char *health = "HEALTH_OK";
+  json_object *why = json_object_new_array();
+  char line[160];
+#define REASON(lvl, ...) do { snprintf(line, sizeof line, __VA_ARGS__); \
+    json_object_array_add(why, json_object_new_string(line)); \
+    if (!strcmp(lvl, "HEALTH_ERR") || strcmp(health, "HEALTH_ERR")) health = lvl; } while (0)
+  if (inactive)
+    REASON("HEALTH_ERR", "%" PRIu64 " pgs inactive (no primary or fewer than pg_minsize copies up)", inactive);
+  if (inconsistent)
+    REASON("HEALTH_ERR", "%" PRIu64 " pgs inconsistent (scrub found sectors it could not repair)", inconsistent);
+  if (nknown > up)
+    REASON("HEALTH_WARN", "%zu osds down", nknown - up);
+  if (peering)
+    REASON("HEALTH_WARN", "%" PRIu64 " pgs peering", peering);
+  if (degraded || recovering)
+    REASON("HEALTH_WARN", "%" PRIu64 " pgs degraded, %" PRIu64 " recovering (%" PRId64 " objects with stale copies)",
+           degraded + recovering, recovering, degraded_objects);
+#undef REASON
+  json_object *jh = json_object_new_object(), *jr = json_object_new_object(), *ji = json_object_new_object(),
+              *jc = json_object_new_object(), *js = json_object_new_object();
+  json_object_object_add(jh, "status", json_object_new_string(health));
+  json_object_object_add(jh, "reasons", why);
+  json_object_object_add(jr, "degraded_objects", json_object_new_int64(degraded_objects));
+  json_object_object_add(jr, "objects_per_sec", json_object_new_double(rec_rate));
+  json_object_object_add(ji, "read_iops", json_object_new_double(rd_iops));
+  json_object_object_add(ji, "write_iops", json_object_new_double(wr_iops));
+  json_object_object_add(ji, "read_bps", json_object_new_double(rd_bps));
+  json_object_object_add(ji, "write_bps", json_object_new_double(wr_bps));
+  json_object_object_add(jc, "used_bytes", json_object_new_int64(used));
+  json_object_object_add(jc, "free_bytes", json_object_new_int64(free_b));
+  json_object_object_add(jc, "total_bytes", json_object_new_int64(data));
+  json_object_object_add(jc, "osds_reporting", json_object_new_int64(n_stats));
+  json_object_object_add(js, "bad_sectors", json_object_new_int64(scrub_bad));
+  json_object_object_add(js, "repaired_sectors", json_object_new_int64(scrub_repaired));
+  json_object_object_add(js, "pgs_scrubbing", json_object_new_int64((int64_t) scrubbing));
+  json_object_object_add(js, "pgs_inconsistent", json_object_new_int64((int64_t) inconsistent));
+  json_object_object_add(js, "oldest_scrub", json_object_new_int64(scrub_oldest));
   for (size_t i = 0; i < nknown; i++) {
     json_object *o = json_object_new_object();
     const struct tc_osd_addr *a = tc_map_osd(m, known[i]);
@@ -176,24 +285,43 @@ cmd_status(int argc, char **argv, struct tc_config *cfg)
     }
     json_object_array_add(jo, o);
   }
+  json_object_object_add(root, "health", jh);
   json_object_object_add(root, "osds_up", json_object_new_int64((int64_t) up));
   json_object_object_add(root, "osds_down", json_object_new_int64((int64_t) (nknown - up)));
   json_object_object_add(root, "pgs", json_object_new_int64((int64_t) total));
   json_object_object_add(root, "pgs_clean", json_object_new_int64((int64_t) clean));
   json_object_object_add(root, "pgs_degraded", json_object_new_int64((int64_t) degraded));
   json_object_object_add(root, "pgs_recovering", json_object_new_int64((int64_t) recovering));
+  json_object_object_add(root, "pgs_peering", json_object_new_int64((int64_t) peering));
   json_object_object_add(root, "pgs_inactive", json_object_new_int64((int64_t) inactive));
+  json_object_object_add(root, "recovery", jr);
+  json_object_object_add(root, "io", ji);
+  json_object_object_add(root, "capacity", jc);
+  json_object_object_add(root, "scrub", js);
   json_object_object_add(root, "osds", jo);
   json_object_object_add(root, "pools", jp);
   if (json)
     printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
   else {
-    printf("osds:  %zu up, %zu down\n", up, nknown - up);
+    printf("health:   %s\n", health);
+    for (size_t i = 0; i < json_object_array_length(why); i++)
+      printf("          %s\n", json_object_get_string(json_object_array_get_idx(why, i)));
+    printf("osds:     %zu up, %zu down\n", up, nknown - up);
     for (size_t i = up; i < nknown; i++)
-      printf("       osd.%" PRIu64 " down\n", known[i]);
-    printf("pgs:   %" PRIu64 " total: %" PRIu64 " clean, %" PRIu64 " degraded, %" PRIu64 " recovering, %" PRIu64
-           " inactive\n", total, clean, degraded, recovering, inactive);
-    printf("pools: %zu\n", m->n_pools);
+      printf("          osd.%" PRIu64 " down\n", known[i]);
+    printf("pgs:      %" PRIu64 " total: %" PRIu64 " clean, %" PRIu64 " degraded, %" PRIu64 " recovering, %" PRIu64
+           " peering, %" PRIu64 " inactive\n", total, clean, degraded, recovering, peering, inactive);
+    printf("pools:    %zu\n", m->n_pools);
+    if (degraded_objects || recovering)
+      printf("recovery: %" PRId64 " objects with stale copies, %.1f objects/s\n", degraded_objects, rec_rate);
+    if (n_stats) {
+      printf("io:       client %.1f MB/s rd, %.1f MB/s wr, %.0f op/s rd, %.0f op/s wr\n", rd_bps / 1e6, wr_bps / 1e6,
+             rd_iops, wr_iops);
+      printf("usage:    %.1f MiB used, %.1f MiB / %.1f MiB avail (%" PRId64 " osds reporting)\n", used / 1048576.0,
+             free_b / 1048576.0, data / 1048576.0, n_stats);
+    }
+    printf("scrub:    %" PRId64 " bad sectors found, %" PRId64 " repaired; %" PRIu64 " pgs scrubbing, %" PRIu64
+           " inconsistent\n", scrub_bad, scrub_repaired, scrubbing, inconsistent);
   }
   json_object_put(root);
   free(known);

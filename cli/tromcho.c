@@ -34,7 +34,7 @@ static const struct tc_command commands[] = {
   { "rm", cmd_image_rm, "rm NAME [--shred]                 delete an image (or NAME@SNAP) and its data (--shred: destroy its KV-held key first)" },
   { "dd", cmd_dd, "dd [if=FILE|iimg=IMAGE] [of=FILE|oimg=IMAGE] [bs=1M] [count=N] [skip=N] [seek=N]\n"
     "       [iflag=direct] [oflag=direct] [conv=notrunc] [iodepth=8]   copy data" },
-  { "status", cmd_status, "status [--json]                   OSDs up and down, PGs clean, degraded, recovering" },
+  { "status", cmd_status, "status [--json]                   health, OSDs, PG states, recovery, client I/O, capacity, scrub" },
   { NULL, NULL, NULL }
 };
 

@@ -347,9 +347,94 @@ denied(struct kvfilter_req *rq, const char *what, const uint8_t *key, size_t kle
   return -1;
 }
 
+/* The "lease" field of a JSON record (0 if absent or not a record). */
+static int64_t
+lease_field(const char *val, size_t vlen)
+{
+  json_tokener *tok = json_tokener_new();
+  json_object *o = tok ? json_tokener_parse_ex(tok, val, (int) vlen) : NULL, *l;
+  int64_t v = 0;
+  if (o && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, "lease", &l) &&
+      json_object_is_type(l, json_type_int))
+    v = json_object_get_int64(l);
+  json_object_put(o);
+  if (tok)
+    json_tokener_free(tok);
+  return v;
+}
+
+/* The lease /osd/state/<n> says it was registered with: 0 when there is
+ * no such record, -1 on a read error. */
+static int64_t
+state_lease(struct kvfilter_req *rq, uint64_t osd)
+{
+  char rel[64], *val = NULL;
+  size_t len = 0;
+  snprintf(rel, sizeof rel, "/osd/state/%" PRIu64, osd);
+  int r = get_rel(rq, rel, &val, &len);
+  int64_t l = r == 1 ? lease_field(val, len) : r < 0 ? -1 : 0;
+  free(val);
+  return l;
+}
+
+/* The primary /pg/config gives the PG (0: none). */
+static uint64_t
+pg_primary(struct kvfilter_req *rq, uint64_t pool, uint32_t pg)
+{
+  char *val = NULL;
+  size_t len = 0;
+  struct tc_pg_config pc;
+  uint64_t p = 0;
+  if (get_rel(rq, "/pg/config", &val, &len) != 1 || tc_pg_config_parse(val, &pc) < 0) {
+    free(val);
+    return 0;
+  }
+  free(val);
+  const struct tc_placement *pl = tc_pg_config_find(&pc, (uint32_t) pool);
+  if (pl && pg < pl->pg_count)
+    p = pl->primary[pg];
+  tc_pg_config_free(&pc);
+  return p;
+}
+
+/* OSDs share one identity (osd_ca), so which OSD writes is proven by the
+ * lease it registered /osd/state/<n> with: that record carries its lease
+ * ("lease", checked here when it is written), and every write of
+ * /osd/stats/<n> or of the /pg/state of a PG whose primary is n must be
+ * attached to that same lease. NULL if allowed, else why not. */
+static const char *
+osd_write_refusal(struct kvfilter_req *rq, const char *rel, const struct kv_op *op)
+{
+  uint64_t osd = 0, pool = 0;
+  uint32_t pg = 0;
+  int kind = tc_perm_osd_key(rel, &osd, &pool, &pg);
+  if (!kind)
+    return "not a key an OSD writes";
+  if (!op || op->type != KV_OP_PUT || op->put.ignore_lease || op->put.ignore_value)
+    return "an OSD only puts these keys with its registration lease (no deletes: the lease removes them)";
+  int64_t lease = op->put.lease;
+  if (lease == 0)
+    return "an OSD writes these keys only attached to its registration lease";
+  if (kind == TC_OSD_KEY_STATE) {
+    if (lease_field((const char *) op->put.value.p, op->put.value.n) != lease)
+      return "the record's \"lease\" must be the lease it is put with";
+    int64_t held = state_lease(rq, osd);
+    if (held < 0)
+      return "reading the current record failed";
+    return held == 0 || held == lease ? NULL : "another lease holds this OSD number";
+  }
+  if (kind == TC_OSD_KEY_PG_STATE && !(osd = pg_primary(rq, pool, pg)))
+    return "/pg/config gives this PG no primary";
+  int64_t held = state_lease(rq, osd);
+  if (held <= 0 || held != lease)
+    return kind == TC_OSD_KEY_STATS ? "the lease is not the one /osd/state/<n> was registered with"
+                                    : "the lease is not the registration lease of the PG's primary";
+  return NULL;
+}
+
 static int
 check_write(struct kvfilter_req *rq, const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
-            bool is_put, struct kv_err *err)
+            bool is_put, const struct kv_op *op, struct kv_err *err)
 {
   char rel[512];
   if (!rel_key(rq->f, key, klen, rel, sizeof rel))
@@ -374,6 +459,15 @@ check_write(struct kvfilter_req *rq, const uint8_t *key, size_t klen, const uint
   tc_image_meta_clear(&m);
   if (!ok)
     return denied(rq, is_put ? "write" : "delete", key, klen, err);
+  const char *why = rq->who->id.role == TC_ROLE_OSD ? osd_write_refusal(rq, rel, op) : NULL;
+  if (why) {
+    char k[200];
+    key_text(key, klen, k, sizeof k);
+    kv_err_set(err, KV_PERMISSION_DENIED, "etcdserver: permission denied: %s may not %s key %s: %s",
+               rq->who->desc, is_put ? "write" : "delete", k, why);
+    tc_warn("access filter: %s", err->msg);
+    return -1;
+  }
   return 0;
 }
 
@@ -413,7 +507,7 @@ static int
 delete_range_cb(void *opaque, const uint8_t *key, size_t klen)
 {
   struct range_check *c = opaque;
-  if (check_write(c->rq, key, klen, NULL, 0, false, c->err) < 0) {
+  if (check_write(c->rq, key, klen, NULL, 0, false, NULL, c->err) < 0) {
     c->failed = true;
     return 1;
   }
@@ -424,7 +518,7 @@ static int
 check_delete(struct kvfilter_req *rq, const struct kv_delete_req *d, struct kv_err *err)
 {
   if (!d->end.n)
-    return check_write(rq, d->key.p, d->key.n, NULL, 0, false, err);
+    return check_write(rq, d->key.p, d->key.n, NULL, 0, false, NULL, err);
   if (!rq->src.keys)
     return denied(rq, "delete a range from", d->key.p, d->key.n, err);
   struct range_check c = { rq, err, false };
@@ -461,11 +555,11 @@ check_one(struct kvfilter_req *rq, const struct kv_op *op, struct kv_err *err)
       int r = rq->src.get(rq->src.ctx, op->put.key.p, op->put.key.n, &val, &vlen);
       if (r < 0)
         return kv_err_set(err, KV_INTERNAL, "access filter: reading a key failed");
-      int rc = check_write(rq, op->put.key.p, op->put.key.n, (uint8_t *) val, vlen, true, err);
+      int rc = check_write(rq, op->put.key.p, op->put.key.n, (uint8_t *) val, vlen, true, op, err);
       free(val);
       return rc;
     }
-    return check_write(rq, op->put.key.p, op->put.key.n, op->put.value.p, op->put.value.n, true, err);
+    return check_write(rq, op->put.key.p, op->put.key.n, op->put.value.p, op->put.value.n, true, op, err);
   case KV_OP_DELETE:
     return check_delete(rq, &op->del, err);
   case KV_OP_TXN: {

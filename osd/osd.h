@@ -6,6 +6,7 @@
  *
  * The files, each using only those before it (osd/README.md):
  *   osd_decode   the pure request decoder (the fuzz target's subject)
+ *   osd_metrics  the Prometheus series and the /metrics endpoint
  *   osd_objmap   a PG's object table
  *   osd_kv       registration, watches, the KV snapshot (users, images, map)
  *   osd_client   client connections and replies
@@ -29,10 +30,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <json-c/json.h>
 #include "cluster_map.h"
 #include "evloop.h"
 #include "frame.h"
 #include "kv_client.h"
+#include "metrics.h"
 #include "msgr.h"
 #include "osd_proto.h"
 #include "perms.h"
@@ -109,6 +112,13 @@ struct osd_pg {
   uint8_t listed;                      /* slots whose listing arrived */
   bool listing_started;
   int locks_pending;                   /* SEC_LOCKs outstanding after listing */
+  /* background scrub (osd_scrub_sched.c) */
+  size_t scrub_pos;                    /* next object slot of objs to scrub */
+  double scrub_next;                   /* monotonic time the next pass starts */
+  bool scrub_running;                  /* a pass is under way */
+  int64_t scrub_last;                  /* wall time the last full pass ended (0: none) */
+  uint64_t scrub_bad, scrub_repaired;  /* sectors found bad / repaired since peering */
+  uint64_t scrub_objects;              /* objects scrubbed in the current pass */
 };
 
 /* ---- peer OSDs (osd_peers.c) ---- */
@@ -212,7 +222,42 @@ struct osd {
 
   /* counters */
   uint64_t ops, eperm, eagain, recovered, repaired;
+  uint64_t scrubbed, scrub_bad;              /* background and on-demand scrubs */
+
+  /* stats in the KV (osd_stats.c) and the scrub schedule (osd_scrub_sched.c) */
+  int stats_inflight;                        /* a stats txn is on its way */
+  char **pg_state_sent;                      /* last /pg/state value written, per led PG (by key) */
+  char **pg_state_keys;
+  size_t n_pg_state_sent;
+  int64_t stats_lease;                       /* the lease the sent values were written with */
+  double stats_t0;                           /* when the counters below were last sampled */
+  uint64_t last_rd_ops, last_wr_ops, last_rd_bytes, last_wr_bytes, last_recovered;
+  struct osd_metrics *m;
 };
+
+/* ---- the Prometheus series and the /metrics endpoint (osd_metrics.c) ---- */
+
+#define OSD_OP_SLOTS 41      /* opcodes 0..TC_OP_SEC_LOCK */
+struct osd_metrics {
+  struct tc_metrics *reg;
+  struct tc_metrics_http *http;
+  struct tc_counter *ops[OSD_OP_SLOTS], *errors[OSD_OP_SLOTS];
+  struct tc_histogram *latency[OSD_OP_SLOTS];
+  struct tc_counter *read_bytes, *write_bytes, *eperm, *decode_errors;
+  struct tc_counter *recovered, *scrubbed, *scrub_bad, *scrub_repaired;
+  struct tc_gauge *pgs[4], *degraded_objects, *recovery_inflight, *connections, *peers_down;
+  struct tc_gauge *store_used, *store_objects, *store_checksum_errors;
+};
+/* Register every series; serve /metrics when metrics_port is set. 0 or -1. */
+int osd_metrics_start(struct osd *o);
+void osd_metrics_stop(struct osd *o);
+/* A request of this opcode arrived (bytes: its data in or asked out). */
+void osd_metrics_request(struct osd *o, int op, uint64_t bytes_in, uint64_t bytes_out);
+/* A reply with this status to an operation of this opcode, started at t0
+ * (tc_metrics_now; 0: not timed). */
+void osd_metrics_reply(struct osd *o, int op, int status, double t0);
+/* The process's OSD (one a process), for replies that do not carry it. */
+extern struct osd *osd_metrics_current;
 
 /* ---- client connections and replies (osd_client.c) ---- */
 
@@ -303,6 +348,8 @@ struct osd_op_base {
   uint64_t epoch;              /* the PG's peering epoch when it began */
   bool counted;                /* in pg->inflight: a client op peering waits for */
   uint64_t inode, offset;      /* what it is about */
+  double t0;                   /* when it began (the latency histograms) */
+  bool background;             /* a scheduled scrub (no client to answer) */
 };
 /* Allocate a zeroed op of size bytes whose first member is a struct
  * osd_op_base, and fill the base: takes a reference on cl (may be NULL),
@@ -343,6 +390,24 @@ void osd_primary_write_partial(struct osd *o, struct osd_client *cl, const struc
                                const struct osd_req *r);
 void osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
                       const struct osd_req *r);
+/* A background scrub of one object of pg (no client): 0 started (counted
+ * in o->scrub_inflight until it ends, its findings added to the PG's
+ * scrub_bad/scrub_repaired), -1 not now (the object is stale or being
+ * recovered, or out of memory). */
+int osd_scrub_background(struct osd *o, struct osd_pg *pg, const struct osd_obj *ob);
+
+/* ---- the scrub schedule (osd_scrub_sched.c) ---- */
+/* Once a second: start the scrubs the schedule and the throttle allow. */
+void osd_scrub_tick(struct osd *o);
+
+/* ---- state and stats in the KV (osd_stats.c) ---- */
+/* Every osd_stats_interval seconds: /osd/stats/<n> and the changed
+ * /pg/state/<pool>/<pg> of the PGs this OSD leads, in one txn with its
+ * registration lease. */
+void osd_stats_tick(struct osd *o);
+/* The /pg/state words of a led PG ("active", "degraded", ...) as JSON. */
+json_object *osd_pg_state_json(struct osd *o, const struct osd_pg *pg);
+void osd_stats_free(struct osd *o);
 
 /* ---- DESCRIBE, SHOW_CONFIG (osd_describe.c) ---- */
 void osd_describe(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr);

@@ -14,6 +14,8 @@ send_reply(struct tc_msgr_conn *c, const struct tc_frame_hdr *req, struct tc_fra
 {
   h.opcode = req->opcode;
   h.req_id = req->req_id;
+  if (h.status < 0 && osd_metrics_current)
+    osd_metrics_reply(osd_metrics_current, req->opcode, h.status, 0);
   struct iovec iov = { payload, len };
   tc_msgr_reply(c, &h, &iov, payload && len ? 1 : 0, TC_MSGR_INPLACE, free, payload);
 }

@@ -49,6 +49,7 @@ allowed(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
   if (!ok) {
     char who[128];
     o->eperm++;
+    tc_counter_inc(o->m ? o->m->eperm : NULL);
     tc_warn("osd %" PRIu64 ": EPERM: %s from %s (%s) on inode %#" PRIx64 " offset %" PRIu64,
             o->osd_num, tc_osd_op_name(r->op), tc_identity_str(&id, who, sizeof who),
             tc_msgr_conn_peername(c), r->inode, r->offset);
@@ -110,7 +111,12 @@ osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *pay
   char err[256];
   o->ops++;
   int rc = osd_req_decode(hdr, payload, o->info.block_size, &r, err, sizeof err);
+  if (rc == 0)
+    osd_metrics_request(o, r.op,
+                        r.op == TC_OP_WRITE || r.op == TC_OP_WRITE_PARTIAL ? r.len : 0,
+                        r.op == TC_OP_READ ? r.len : 0);
   if (rc < 0) {
+    tc_counter_inc(o->m ? o->m->decode_errors : NULL);
     tc_warn("osd %" PRIu64 ": refused a request from %s: %s", o->osd_num, tc_msgr_conn_peername(c), err);
     osd_reply(c, hdr, rc, 0, 0, NULL, 0);
   }

@@ -411,6 +411,9 @@ register_state(struct osd *o)
   json_object_object_add(j, "host", json_object_new_string(host));
   json_object_object_add(j, "pid", json_object_new_int((int) getpid()));
   json_object_object_add(j, "block_size", json_object_new_int64(o->info.block_size));
+  /* The access filter lets this OSD write /osd/stats/<n> and /pg/state
+   * only with this lease (gateway/kvfilter.c). */
+  json_object_object_add(j, "lease", json_object_new_int64(o->lease));
   snprintf(val, sizeof val, "%s", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
   json_object_put(j);
   if (tc_kv_put(o->kv, key, 0, val, 0, o->lease, NULL) < 0)

@@ -163,6 +163,8 @@ on_tick(struct tc_evloop *loop, void *arg)
         osd_peering_update(o);
       }
   osd_recovery_kick(o);
+  osd_scrub_tick(o);
+  osd_stats_tick(o);
   o->tick = tc_evloop_timer_add(loop, 1000, on_tick, o);
   if (!o->tick)
     tc_err("osd %" PRIu64 ": cannot schedule the next tick: %s", o->osd_num, tc_last_error());
@@ -309,7 +311,7 @@ main(int argc, char **argv)
     fprintf(stderr, "tromcho-osd: signalfd: %s\n", strerror(errno));
     goto out;
   }
-  if (osd_sync_start(o) < 0) {
+  if (osd_sync_start(o) < 0 || osd_metrics_start(o) < 0) {
     fprintf(stderr, "tromcho-osd: osd %" PRIu64 ": %s\n", o->osd_num, tc_last_error());
     goto out;
   }
@@ -330,7 +332,7 @@ main(int argc, char **argv)
   else
     rc = 0;
 out:
-  o->stopping = 1;
+  __atomic_store_n(&o->stopping, 1, __ATOMIC_RELEASE);
   osd_sync_stop(o);   /* answers the syncs in flight while their connections still exist */
   if (o->kv)
     osd_kv_stop(o);
@@ -345,6 +347,13 @@ out:
     tc_err("osd %" PRIu64 ": closing the store: %s", o->osd_num, tc_last_error());
     rc = 1;
   }
+  /* The KV client first: its thread ends, so no answer (a stats txn)
+   * reaches the loop once it is freed. */
+  if (o->kv)
+    tc_kv_free(o->kv);
+  o->kv = NULL;
+  osd_metrics_stop(o);
+  osd_stats_free(o);
   if (sfd >= 0) {
     tc_evloop_del_fd(o->loop, sfd);
     close(sfd);
@@ -352,8 +361,6 @@ out:
   if (o->loop)
     tc_evloop_free(o->loop);
   osd_kvstate_free(o->ks);
-  if (o->kv)
-    tc_kv_free(o->kv);
   free(o->peers);
   free(o->data_path);
   free(meta);

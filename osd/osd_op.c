@@ -4,6 +4,7 @@
  * waits for) and the client's reference cannot be forgotten on some exit. */
 #include <config.h>
 #include <stdlib.h>
+#include "metrics.h"
 #include "osd.h"
 
 void *
@@ -30,6 +31,7 @@ osd_op_new(size_t size, struct osd *o, struct osd_client *cl, const struct tc_fr
   }
   b->inode = inode;
   b->offset = offset;
+  b->t0 = tc_metrics_now();
   return b;
 }
 
@@ -51,6 +53,8 @@ osd_op_free(void *op)
     if (pg->inflight == 0 && b->o->events.pg_idle)
       b->o->events.pg_idle(b->o, pg);   /* peering may have waited for it */
   }
+  if (b->cl)   /* a client's operation: its latency (errors are counted at the reply) */
+    osd_metrics_reply(b->o, b->hdr.opcode, 0, b->t0);
   osd_client_put(b->cl);
   free(b);
 }

@@ -83,6 +83,7 @@ rec_target_ok(struct rec_op *r, int slot)
               r->b.o->osd_num, pg->pool, pg->pg);
   }
   r->b.o->recovered++;
+  tc_counter_inc(r->b.o->m ? r->b.o->m->recovered : NULL);
 }
 
 static void

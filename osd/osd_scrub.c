@@ -37,6 +37,33 @@ struct scrub_op {
 
 static void scrub_step(struct scrub_op *p);
 
+/* The end of a scrub: the counters, then the client's answer or, for a
+ * scheduled scrub, its findings in the PG's record. */
+static void
+scrub_done(struct scrub_op *p, int status, int repaired)
+{
+  struct osd *o = p->b.o;
+  o->scrubbed++;
+  if (status > 0)
+    o->scrub_bad += (uint64_t) status;
+  if (o->m) {
+    tc_counter_inc(o->m->scrubbed);
+    tc_counter_add(o->m->scrub_bad, status > 0 ? (uint64_t) status : 0);
+    tc_counter_add(o->m->scrub_repaired, (uint64_t) repaired);
+  }
+  if (p->b.background) {
+    struct osd_pg *pg = osd_op_pg(&p->b);
+    o->scrub_inflight--;
+    if (pg) {
+      pg->scrub_objects++;
+      /* a copy with no good version anywhere counts as one bad sector */
+      pg->scrub_bad += status > 0 ? (uint64_t) status : (uint64_t) (status < 0);
+      pg->scrub_repaired += (uint64_t) repaired;
+    }
+  } else
+    osd_client_reply_scrub(p->b.cl, &p->b.hdr, status, (uint64_t) repaired);
+}
+
 static void
 scrub_free(struct scrub_op *p)
 {
@@ -197,7 +224,7 @@ scrub_step(struct scrub_op *p)
     if (phase3(p) < 0) {
       tc_err("osd %" PRIu64 ": scrub: inode %#" PRIx64 " offset %" PRIu64 ": no good copy on any member",
              o->osd_num, p->b.inode, p->b.offset);
-      osd_client_reply_scrub(p->b.cl, &p->b.hdr, -EIO, 0);
+      scrub_done(p, -EIO, 0);
       scrub_free(p);
       return;
     }
@@ -207,7 +234,7 @@ scrub_step(struct scrub_op *p)
       tc_warn("osd %" PRIu64 ": scrub: inode %#" PRIx64 " offset %" PRIu64 ": %d bad sectors, %d repaired",
               o->osd_num, p->b.inode, p->b.offset, p->nbad, p->nrepaired);
     o->repaired += (uint64_t) p->nrepaired;
-    osd_client_reply_scrub(p->b.cl, &p->b.hdr, p->nbad, (uint64_t) p->nrepaired);
+    scrub_done(p, p->nbad, p->nrepaired);
     scrub_free(p);
     return;
   }
@@ -215,26 +242,17 @@ scrub_step(struct scrub_op *p)
     scrub_step(p);
 }
 
-void
-osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr, const struct osd_req *r)
+/* Read every current copy of the object and go on in scrub_step; the
+ * result goes to cl, or into the PG when background. 0 or -ENOMEM. */
+static int
+scrub_begin(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr, struct osd_pg *pg,
+            const struct osd_obj *ob, uint64_t inode, uint64_t offset, bool background)
 {
-  int err;
-  struct osd_pg *pg = osd_pg_for(o, r->inode, r->offset, &err);
-  if (!pg) {
-    osd_client_reply_scrub(cl, hdr, err, 0);
-    return;
-  }
-  struct osd_obj *ob = osd_objmap_get(&pg->objs, r->inode, r->offset);
-  if (ob && (ob->recovering || (ob->stale >> pg->my_slot & 1))) {
-    if (ob->stale >> pg->my_slot & 1)
-      osd_recovery_now(o, pg, ob);
-    osd_client_reply_scrub(cl, hdr, -EAGAIN, 0);
-    return;
-  }
   uint32_t bs = o->info.block_size, spb = osd_spb(o);
-  struct scrub_op *p = osd_op_new(sizeof *p, o, cl, hdr, pg, r->inode, r->offset);
+  struct scrub_op *p = osd_op_new(sizeof *p, o, cl, hdr, pg, inode, offset);
   int nmax = TC_MAX_PG_SIZE * (int) spb + TC_MAX_PG_SIZE;
   if (p) {
+    p->b.background = background;
     p->reqs = calloc((size_t) nmax, sizeof *p->reqs);
     p->req_slot = calloc((size_t) nmax, sizeof *p->req_slot);
     p->req_sector = calloc((size_t) nmax, sizeof *p->req_sector);
@@ -243,9 +261,10 @@ osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr
   if (!p || !p->reqs || !p->req_slot || !p->req_sector || !p->good) {
     if (p)
       scrub_free(p);
-    osd_client_reply_scrub(cl, hdr, -ENOMEM, 0);
-    return;
+    return -ENOMEM;
   }
+  if (background)
+    o->scrub_inflight++;
   p->my_slot = pg->my_slot;
   memcpy(p->set, pg->osd_set, sizeof p->set);
   uint8_t good = osd_pg_good_slots(o, pg, ob);
@@ -283,4 +302,34 @@ osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr
   }
   if (--p->pending == 0)
     scrub_step(p);
+  return 0;
+}
+
+void
+osd_scrub_object(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr, const struct osd_req *r)
+{
+  int err;
+  struct osd_pg *pg = osd_pg_for(o, r->inode, r->offset, &err);
+  if (!pg) {
+    osd_client_reply_scrub(cl, hdr, err, 0);
+    return;
+  }
+  struct osd_obj *ob = osd_objmap_get(&pg->objs, r->inode, r->offset);
+  if (ob && (ob->recovering || (ob->stale >> pg->my_slot & 1))) {
+    if (ob->stale >> pg->my_slot & 1)
+      osd_recovery_now(o, pg, ob);
+    osd_client_reply_scrub(cl, hdr, -EAGAIN, 0);
+    return;
+  }
+  if (scrub_begin(o, cl, hdr, pg, ob, r->inode, r->offset, false) < 0)
+    osd_client_reply_scrub(cl, hdr, -ENOMEM, 0);
+}
+
+int
+osd_scrub_background(struct osd *o, struct osd_pg *pg, const struct osd_obj *ob)
+{
+  if (pg->state != PG_ACTIVE || ob->recovering || ob->stale)
+    return -1;
+  struct tc_frame_hdr hdr = tc_osd_obj_hdr(TC_OP_SCRUB, ob->inode, ob->offset);
+  return scrub_begin(o, NULL, &hdr, pg, ob, ob->inode, ob->offset, true) < 0 ? -1 : 0;
 }

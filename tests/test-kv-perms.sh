@@ -3,7 +3,8 @@
 # identity (anyone, admin, alice, bob, carol, an OSD, a monitor): every cell
 # of the seed's "etcd data access rights" tested here is printed as a matrix
 # and asserted; ranges and watches show only readable keys; a txn is
-# checked whole; leases are their granter's; the inode aliasing attack
+# checked whole; an OSD writes only its own state, stats and PG states;
+# leases are their granter's; the inode aliasing attack
 # (/config/inode/1/2^48+1) and admin self-promotion fail; expired,
 # foreign-CA and wrong-usage certificates are refused with the reason, in
 # the log with the caller.
@@ -84,17 +85,51 @@ put carol /index/image/mine refused '{"id": 1, "pool_id": 1}'
 put alice /index/maxid/1 allowed 3
 put alice /index/maxid/2 refused 3
 put bob /index/maxid/1 refused 3
-put osd /osd/state/9 allowed '{}'
+# OSDs share one identity: an OSD writes /osd/state/<n> naming the lease it
+# puts it with, then /osd/stats/<n> and the /pg/state of PGs /pg/config
+# makes n primary of only with that lease (narrower than the seed, which
+# gives OSDs all of /osd/, /pg/state/, /pg/history/, /pgstats/).
+putl () { cell "$1" "put $2 (lease $5)" "$3" /v3/kv/put "{\"key\": \"$(b "$2")\", \"value\": \"$(bv "$4")\", \"lease\": \"$5\"}"; }
+put mon /pg/config allowed '{"items": {}}'
+cell osd "lease grant 909" allowed /v3/lease/grant '{"TTL": 600, "ID": 909}'
+cell osd "lease grant 808" allowed /v3/lease/grant '{"TTL": 600, "ID": 808}'
+put osd /osd/state/9 refused '{"lease": 0}'
+putl osd /osd/state/9 refused '{"lease": 808}' 909
+putl osd /osd/state/9 allowed '{"lease": 909}' 909
+putl osd /osd/state/9 refused '{"lease": 808}' 808
+putl osd /osd/state/09 refused '{"lease": 909}' 909
 put mon /osd/state/9 refused '{}'
 put alice /osd/state/9 refused '{}'
-put osd /pg/state/1/0 allowed '{}'
-put mon /pg/config allowed '{"items": {}}'
+putl osd /osd/stats/9 allowed '{}' 909
+putl osd /osd/stats/9 refused '{}' 808
+put osd /osd/stats/9 refused '{}'
+putl osd /osd/stats/8 refused '{}' 909
+putl osd /osd/other/9 refused '{}' 909
+cell osd "delete /osd/stats/9" refused /v3/kv/deleterange "{\"key\": \"$(b /osd/stats/9)\"}"
+putl osd /osd/state/8 allowed '{"lease": 808}' 808
+# The monitor places pool 1 on OSDs 8 and 9: each PG's primary may write its
+# state with its lease, the other OSD may not, nor anyone for a PG /pg/config
+# does not have.
+for i in $(seq 60); do
+  PRIMS=$(kv_get /pg/config | python3 -c 'import json,sys; c=json.load(sys.stdin)["items"]["1"]; print(c["0"]["primary"], c["1"]["primary"])' 2>/dev/null) &&
+    [ "$PRIMS" != "9 9" ] && break
+  sleep 0.5
+done
+[ -n "$PRIMS" ] || fail "the monitor placed no PG of pool 1"
+P0=${PRIMS% *}
+own () { [ "$1" = 9 ] && echo 909 || echo 808; }
+other () { [ "$1" = 9 ] && echo 808 || echo 909; }
+putl osd /pg/state/1/0 allowed '{"state": ["active"]}' "$(own "$P0")"
+putl osd /pg/state/1/0 refused '{}' "$(other "$P0")"
+putl osd /pg/state/1/5 refused '{}' 909
+put osd /pg/state/1/0 refused '{}'
 put osd /pg/config refused '{"items": {}}'
 put admin /pg/config refused '{"items": {}}'
 put admin /pg/history/1/0 allowed '{}'
 put mon /stats allowed '{}'
 put osd /stats refused '{}'
-put osd /pgstats/1/0 allowed '{}'
+putl osd /pgstats/1/0 refused '{}' 909
+putl osd /pg/history/1/0 refused '{}' 909
 put mon /config/pools refused '{}'
 cell carol "deleterange everything" refused /v3/kv/deleterange "{\"key\": \"$(b /)\", \"range_end\": \"$(bv /tromcho0)\"}"
 cell alice "deleterange everything" refused /v3/kv/deleterange "{\"key\": \"$(b /)\", \"range_end\": \"$(bv /tromcho0)\"}"
@@ -123,7 +158,7 @@ r = json.load(sys.stdin)
 keys = [base64.b64decode(kv["key"]).decode() for kv in r.get("kvs", [])]
 vals = "".join(base64.b64decode(kv.get("value", "")).decode() for kv in r.get("kvs", []))
 want = ["/tromcho/config/inode/1/2", "/tromcho/config/pools", "/tromcho/config/user/carol",
-        "/tromcho/index/image/carol-img", "/tromcho/index/maxid/1", "/tromcho/osd/state/9", "/tromcho/pg/config",
+        "/tromcho/index/image/carol-img", "/tromcho/index/maxid/1", "/tromcho/osd/state/8", "/tromcho/osd/state/9", "/tromcho/pg/config",
         "/tromcho/pg/state/1/0"]
 assert keys == want, keys
 assert os.environ["KEY1"] not in vals

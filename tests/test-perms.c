@@ -174,7 +174,21 @@ main(void)
   CHECK(tc_perm_kv(&osd, "/pg/config", TC_KV_READ, &lk, NULL) && !tc_perm_kv(&osd, "/pg/config", TC_KV_WRITE, &lk, NULL), "osd pg/config r");
   CHECK(tc_perm_kv(&osd, "/config/inode/1/5", TC_KV_READ, &lk, NULL) && !tc_perm_kv(&osd, "/config/pools", TC_KV_WRITE, &lk, NULL), "osd /config r");
   CHECK(tc_perm_kv(&osd, "/osd/state/1", TC_KV_WRITE, &lk, NULL) && tc_perm_kv(&osd, "/pg/state/1/1", TC_KV_WRITE, &lk, NULL) &&
-        tc_perm_kv(&osd, "/pg/history/1/1", TC_KV_WRITE, &lk, NULL) && tc_perm_kv(&osd, "/pgstats/1/1", TC_KV_WRITE, &lk, NULL), "osd rw");
+        tc_perm_kv(&osd, "/osd/stats/1", TC_KV_WRITE, &lk, NULL), "osd writes state, stats, pg state");
+  CHECK(!tc_perm_kv(&osd, "/pg/history/1/1", TC_KV_WRITE, &lk, NULL) && !tc_perm_kv(&osd, "/pgstats/1/1", TC_KV_WRITE, &lk, NULL) &&
+        !tc_perm_kv(&osd, "/osd/other/1", TC_KV_WRITE, &lk, NULL) && !tc_perm_kv(&osd, "/osd/state/01", TC_KV_WRITE, &lk, NULL) &&
+        !tc_perm_kv(&osd, "/osd/stats/0", TC_KV_WRITE, &lk, NULL) && !tc_perm_kv(&osd, "/pg/state/1", TC_KV_WRITE, &lk, NULL) &&
+        !tc_perm_kv(&osd, "/pg/state/0/1", TC_KV_WRITE, &lk, NULL) && !tc_perm_kv(&osd, "/pg/state/1/1/2", TC_KV_WRITE, &lk, NULL),
+        "osd writes nothing else (seed: /osd/*, /pg/history/*, /pgstats/*)");
+  CHECK(tc_perm_kv(&osd, "/pg/history/1/1", TC_KV_READ, &lk, NULL) && tc_perm_kv(&osd, "/osd/stats/2", TC_KV_READ, &lk, NULL) &&
+        tc_perm_kv(&osd, "/pgstats/1/1", TC_KV_READ, &lk, NULL), "osd still reads them");
+  uint64_t n = 0, pl = 0;
+  uint32_t pgn = 0;
+  CHECK(tc_perm_osd_key("/osd/stats/12", &n, NULL, NULL) == TC_OSD_KEY_STATS && n == 12 &&
+        tc_perm_osd_key("/osd/state/7", &n, NULL, NULL) == TC_OSD_KEY_STATE && n == 7 &&
+        tc_perm_osd_key("/pg/state/3/0", NULL, &pl, &pgn) == TC_OSD_KEY_PG_STATE && pl == 3 && pgn == 0 &&
+        !tc_perm_osd_key("/pg/state/3/", NULL, &pl, &pgn) && !tc_perm_osd_key("/osd/stats/", &n, NULL, NULL),
+        "tc_perm_osd_key shapes");
   CHECK(!tc_perm_kv(&osd, "/stats", TC_KV_READ, &lk, NULL) && !tc_perm_kv(&osd, "/mon/master", TC_KV_WRITE, &lk, NULL), "osd no mon keys");
   CHECK(!tc_perm_kv(&osd, "/index/image/alice-img", TC_KV_READ, &lk, NULL), "osd reads no index");
   /* monitors */

@@ -156,8 +156,12 @@ static const char *const admin_read[] = {
   "/stats", "/mon/", "/pg/", "/pgstats/", "/inode/stats/", "/pool/stats/", NULL
 };
 static const char *const admin_write[] = { "/config/", "/osd/", "/index/", "/pg/history/", NULL };
-static const char *const osd_read[] = { "/pg/config", "/config/", NULL };
-static const char *const osd_write[] = { "/osd/", "/pg/state/", "/pg/history/", "/pgstats/", NULL };
+static const char *const osd_read[] = { "/pg/config", "/config/", "/osd/", "/pg/state/", "/pg/history/", "/pgstats/", NULL };
+/* Narrower than the seed's table (which gives every OSD /osd/..., /pg/state/...,
+ * /pg/history/..., /pgstats/...): an OSD writes its own state and stats and the
+ * state of the PGs it leads, nothing more. Which OSD is "its own" the
+ * gateway's filter decides from the registration lease (kvfilter.c). */
+static const char *const osd_write[] = { "/osd/state/", "/osd/stats/", "/pg/state/", NULL };
 static const char *const mon_read[] = { "/config/", "/osd/", "/pgstats/", NULL };
 static const char *const mon_write[] = {
   "/pg/config", "/stats", "/history/last_clean_pgs", "/mon/", "/pg/history/",
@@ -234,6 +238,32 @@ client_kv(const struct tc_identity *id, const char *key, enum tc_kv_access acces
   return false;
 }
 
+int
+tc_perm_osd_key(const char *key, uint64_t *osd, uint64_t *pool, uint32_t *pg)
+{
+  uint64_t a, b;
+  const char *rest, *slash;
+  if (!strncmp(key, "/osd/state/", 11) || !strncmp(key, "/osd/stats/", 11)) {
+    rest = key + 11;
+    if (tc_parse_canonical_u64(rest, strlen(rest), UINT64_MAX, &a) < 0 || a == 0)
+      return 0;
+    if (osd)
+      *osd = a;
+    return key[9] == 'e' ? TC_OSD_KEY_STATE : TC_OSD_KEY_STATS;
+  }
+  if (strncmp(key, "/pg/state/", 10) != 0 || !(slash = strchr(key + 10, '/')))
+    return 0;
+  rest = key + 10;
+  if (tc_parse_canonical_u64(rest, (size_t) (slash - rest), TC_POOL_MAX, &a) < 0 || a == 0 ||
+      tc_parse_canonical_u64(slash + 1, strlen(slash + 1), UINT32_MAX, &b) < 0)
+    return 0;
+  if (pool)
+    *pool = a;
+  if (pg)
+    *pg = (uint32_t) b;
+  return TC_OSD_KEY_PG_STATE;
+}
+
 bool
 tc_perm_kv(const struct tc_identity *id, const char *key, enum tc_kv_access access,
            const struct tc_kv_lookup *lk, const struct tc_image_acl *new_img)
@@ -244,7 +274,9 @@ tc_perm_kv(const struct tc_identity *id, const char *key, enum tc_kv_access acce
   case TC_ROLE_ANON:
     return false;   /* with use_perms every KV client proves who it is */
   case TC_ROLE_OSD:
-    return key_in(key, osd_write) || (access == TC_KV_READ && key_in(key, osd_read));
+    if (access == TC_KV_READ)
+      return key_in(key, osd_read) || key_in(key, osd_write);
+    return tc_perm_osd_key(key, NULL, NULL, NULL) != 0;
   case TC_ROLE_MON:
     return key_in(key, mon_write) || (access == TC_KV_READ && key_in(key, mon_read));
   case TC_ROLE_USER:

@@ -68,6 +68,14 @@ enum tc_kv_access { TC_KV_READ, TC_KV_WRITE };
 bool tc_perm_kv(const struct tc_identity *id, const char *key, enum tc_kv_access access,
                 const struct tc_kv_lookup *lk, const struct tc_image_acl *new_img);
 
+/* The keys an OSD may write, by shape (canonical decimal numbers only):
+ * /osd/state/<n> (TC_OSD_KEY_STATE), /osd/stats/<n> (TC_OSD_KEY_STATS),
+ * /pg/state/<pool>/<pg> (TC_OSD_KEY_PG_STATE); 0 for any other key. The
+ * numbers go to the non-NULL pointers. Whether the writing OSD is n (or
+ * the PG's primary) is the KV filter's to prove (gateway/kvfilter.c). */
+enum { TC_OSD_KEY_STATE = 1, TC_OSD_KEY_STATS = 2, TC_OSD_KEY_PG_STATE = 3 };
+int tc_perm_osd_key(const char *key, uint64_t *osd, uint64_t *pool, uint32_t *pg);
+
 /* May the identity read some key under this prefix range at all (used to
  * decide whether a range request needs per-key filtering or a refusal). */
 bool tc_perm_kv_prefix_visible(const struct tc_identity *id, const char *prefix);
