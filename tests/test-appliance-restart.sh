@@ -42,7 +42,9 @@ grep -q "osd2 (pid $OLD) exited after [0-9]*s, killed by signal 9 (KILL); restar
 NEW=$(osd_pid 2)
 [ -n "$NEW" ] && [ "$NEW" != "$OLD" ] || fail "OSD 2 is not running again"
 # tromcho status printed after the restart
-WAIT_SECS=15 wait_for grep -qi "osd" <(sed -n '/osd2 restarted/,$p' "$LOG" | tail -n +2) ||
+# (a function, so each try reads the log again: a <(...) is read once)
+status_after_restart () { sed -n '/osd2 restarted/,$p' "$LOG" | tail -n +2 | grep -qi "osd"; }
+WAIT_SECS=15 wait_for status_after_restart ||
   { cat "$LOG"; fail "tromcho status was not printed after the restart"; }
 
 wait $FIO || { cat "$TESTDIR/fio.out" "$TESTDIR/fio.err"; fail "fio saw an error while OSD 2 was killed"; }
