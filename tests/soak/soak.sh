@@ -28,7 +28,7 @@ DIR=$W/app
 LOG=$W/up.log
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 URI="nbd://127.0.0.1:$PORT/demo"
-UP_PID= FIO= STOPPED=
+UP_PID= FIO= STOPPED= FAILED=
 say () { printf 'soak %s: %s\n' "$mode" "$*"; }
 cleanup () {
   [ -z "$STOPPED" ] || kill -CONT "$STOPPED" 2>/dev/null || true
@@ -37,10 +37,19 @@ cleanup () {
     kill -TERM "$UP_PID" 2>/dev/null || true
     wait "$UP_PID" 2>/dev/null || true
   fi
-  if [ -z "${KEEP:-}" ]; then rm -rf "$W"; else echo "soak: kept $W"; fi
+  if [ -z "${KEEP:-}" ] && [ -z "$FAILED" ]; then rm -rf "$W"; else echo "soak: kept $W"; fi
 }
 trap cleanup EXIT
-die () { say "FAIL: $*"; exit 1; }
+# On a failure the folder stays, and the daemons' last error lines are shown.
+die () {
+  say "FAIL: $*"
+  FAILED=1
+  local f
+  for f in "$DIR"/logs/*.log; do
+    [ -f "$f" ] && grep -iE "error|refused|fail" "$f" | tail -n 3 | sed "s|^|  $(basename "$f"): |"
+  done
+  exit 1
+}
 
 "$top/appliance" up --dir "$DIR" --port "$PORT" >"$LOG" 2>&1 &
 UP_PID=$!
@@ -105,7 +114,7 @@ print("base data: %d of %d sectors differ (%d read as zeros); first at %s" % (
     len(bad), len(a) // 4096, zero, ", ".join("%#x" % i for i in bad[:8])))
 PY
 fi
-python3 - "$W/fio.json" "$W/fio.err" "$mode" "$events" "$elapsed" "$base_ok" "$fio_rc" <<'PY'
+python3 - "$W/fio.json" "$W/fio.err" "$mode" "$events" "$elapsed" "$base_ok" "$fio_rc" <<'PY' || { FAILED=1; exit 1; }
 import json, re, sys
 path, errpath, mode, events, elapsed, base_ok, fio_rc = sys.argv[1:]
 try:
