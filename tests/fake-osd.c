@@ -63,8 +63,11 @@ main(int argc, char **argv)
   }
   char key[512], val[512];
   snprintf(key, sizeof key, "%s/osd/state/%ld", tc_config_str(cfg, "etcd_prefix"), id);
-  snprintf(val, sizeof val, "{\"addr\": \"127.0.0.1\", \"port\": %ld, \"host\": \"%s\", \"state\": [\"up\"]}",
-           port ? port : 30000 + id, host);
+  /* "lease": the KV's access filter lets an OSD write its state only with
+   * the lease the record names (as tromcho-osd does). */
+  snprintf(val, sizeof val,
+           "{\"addr\": \"127.0.0.1\", \"port\": %ld, \"host\": \"%s\", \"state\": [\"up\"], \"lease\": %" PRId64 "}",
+           port ? port : 30000 + id, host, lease);
   if (tc_kv_put(kv, key, 0, val, 0, lease, NULL) < 0) {
     fprintf(stderr, "fake-osd: %s\n", tc_last_error());
     return 1;

@@ -96,7 +96,11 @@ auto_sync_done(struct tc_objop *op)
 {
   struct tc_cluster *cl = op->opaque;
   cl->auto_syncing = false;
-  if (op->result < 0)
+  /* Cancelled by the client's own shutdown: not a failure (a caller that
+   * needs its writes durable flushes before it closes). */
+  if (op->result == -ECANCELED && cl->stopping)
+    tc_debug("cluster: background sync cancelled by the shutdown");
+  else if (op->result < 0)
     tc_warn("cluster: background sync failed: %s", strerror(-op->result));
   free(op);
 }
