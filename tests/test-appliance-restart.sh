@@ -39,8 +39,10 @@ kill -9 "$OLD"
 WAIT_SECS=30 wait_for grep -q "osd2 restarted" "$LOG" || { cat "$LOG"; fail "OSD 2 was not restarted"; }
 grep -q "osd2 (pid $OLD) exited after [0-9]*s, killed by signal 9 (KILL); restart #1 in 1s" "$LOG" ||
   { cat "$LOG"; fail "no log line for the exit of OSD 2"; }
+# (the supervisor logs the restart between its fork and the exec of the OSD)
+osd2_new () { NEW=$(osd_pid 2); [ -n "$NEW" ] && [ "$NEW" != "$OLD" ]; }
+WAIT_SECS=10 wait_for osd2_new || fail "OSD 2 is not running again"
 NEW=$(osd_pid 2)
-[ -n "$NEW" ] && [ "$NEW" != "$OLD" ] || fail "OSD 2 is not running again"
 # tromcho status printed after the restart
 # (a function, so each try reads the log again: a <(...) is read once)
 status_after_restart () { sed -n '/osd2 restarted/,$p' "$LOG" | tail -n +2 | grep -qi "osd"; }
