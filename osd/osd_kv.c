@@ -416,8 +416,15 @@ register_state(struct osd *o)
   json_object_object_add(j, "lease", json_object_new_int64(o->lease));
   snprintf(val, sizeof val, "%s", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
   json_object_put(j);
-  if (tc_kv_put(o->kv, key, 0, val, 0, o->lease, NULL) < 0)
-    return -1;
+  if (tc_kv_put(o->kv, key, 0, val, 0, o->lease, NULL) < 0) {
+    int err = errno;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", tc_last_error());
+    if (tc_kv_lease_revoke(o->kv, o->lease) < 0)
+      tc_debug("osd %" PRIu64 ": revoking an unused lease: %s", o->osd_num, tc_last_error());
+    o->lease = 0;
+    return tc_error(err, "%s", msg);
+  }
   o->keeper = tc_kv_lease_keeper_start(o->kv, o->lease, ttl, on_lease_lost, o);
   if (!o->keeper)
     return -1;
@@ -441,8 +448,21 @@ osd_kv_start(struct osd *o)
     if (!o->watches[i])
       return -1;
   }
-  if (register_state(o) < 0)
-    return -1;
+  /* A run killed a moment ago still holds /osd/state/<n> with its lease
+   * until the lease expires, and the KV refuses this run's record (another
+   * lease holds the number): wait for it, a TTL and a little more. */
+  int64_t ttl = tc_config_int(o->cfg, "etcd_keepalive_timeout");
+  uint64_t deadline = tc_now_ms() + (uint64_t) (ttl > 0 ? ttl + 5 : 5) * 1000;
+  bool told = false;
+  while (register_state(o) < 0) {
+    if (tc_now_ms() > deadline || o->stopping)
+      return -1;
+    if (!told)
+      tc_warn("osd %" PRIu64 ": cannot register: %s; an earlier run's lease may still hold it: retrying until it "
+              "expires", o->osd_num, tc_last_error());
+    told = true;
+    usleep(500 * 1000);
+  }
   return osd_kv_reload(o);
 }
 
