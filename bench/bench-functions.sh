@@ -1,0 +1,66 @@
+# Shared by the benchmark scripts (bench/nbd.sh, bench/fuse.sh): a work
+# folder removed on exit with every process started (pids) stopped and every
+# FUSE mount (mounts) unmounted, a local cluster (gateway + 3 OSDs on sparse
+# files, pool rep3) and nbdkit tromcho on a Unix socket.
+# Source it after setting top (the built tree). Sets work, CONF, URI.
+me=$(basename "$0")
+work=$(mktemp -d /var/tmp/tromcho-bench.XXXXXX)
+pids=() mounts=()
+cleanup () {
+  local i
+  for (( i=${#mounts[@]}-1; i>=0; i-- )); do fusermount3 -u "${mounts[$i]}" 2>/dev/null || true; done
+  for (( i=${#pids[@]}-1; i>=0; i-- )); do kill "${pids[$i]}" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap "exit 1" INT TERM
+export PATH=$top/cli:$top/osd:$top/gateway:$top/fuse:$PATH
+plugin=$top/nbdkit-plugin/.libs/nbdkit-tromcho-plugin.so
+port () { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_until () { local i; for i in $(seq 600); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
+
+# cluster NAME CERTS(0|1) MODE: gateway + 3 OSDs; sets CONF
+cluster () {
+  local d=$work/$1 kv
+  mkdir -p "$d"
+  kv=$(port)
+  if [ "$2" = 1 ]; then tromcho make-certs --dir "$d/pki" >/dev/null; cp "$d/pki/tromcho.conf" "$d/base.conf"
+  else echo '{}' > "$d/base.conf"; fi
+  python3 - "$d" "$kv" "$3" <<'PY'
+import json, sys
+d, kv, mode = sys.argv[1:]
+c = json.load(open(d + "/base.conf"))
+# With certificates (make-certs' config names antietcd_cert) the gateway serves HTTPS.
+scheme = "https" if c.get("antietcd_cert") else "http"
+c.update({"etcd_address": [scheme + "://127.0.0.1:" + kv], "gateway_address": "127.0.0.1:" + kv,
+          "gateway_data": d + "/gw", "proto_checksums": mode, "log_level": "warn"})
+json.dump(c, open(d + "/tromcho.conf", "w"))
+PY
+  CONF=$d/tromcho.conf
+  TROMCHO_CONFIG=$CONF tromcho-gateway >"$d/gw.log" 2>&1 &
+  pids+=($!)
+  if [ "$2" = 1 ]; then
+    wait_until curl -sf --cacert "$d/pki/antietcd.crt" --cert "$d/pki/admin.crt" --key "$d/pki/admin.key" \
+      "https://127.0.0.1:$kv/health" || { echo "$me: the gateway of $1 did not answer: $(tail -3 "$d/gw.log")" >&2; exit 1; }
+  else
+    wait_until curl -sf "http://127.0.0.1:$kv/health" || { echo "$me: the gateway of $1 did not answer" >&2; exit 1; }
+  fi
+  local n
+  for n in 1 2 3; do
+    TROMCHO_CONFIG=$CONF tromcho osd-create --data "$d/osd$n" --osd_num $n --size 8G >/dev/null
+    TROMCHO_CONFIG=$CONF "${OSD_BIN:-tromcho-osd}" --osd_num $n --osd_data "$d/osd$n" >"$d/osd$n.log" 2>&1 &
+    pids+=($!)
+  done
+  TROMCHO_CONFIG=$CONF tromcho pool-create rep3 --pg-size 3 --pg-minsize 2 --pg-count 32 --failure-domain osd >/dev/null
+  wait_until sh -c "TROMCHO_CONFIG=$CONF tromcho pool-ls --json | grep -q '\"pgs_active\": *32'"
+}
+
+# serve NAME CONF IMAGE [option=value...]: nbdkit tromcho on a Unix socket
+serve () {
+  local name=$1 conf=$2 img=$3; shift 3
+  nbdkit -U "$work/$name.sock" -P "$work/$name.pid" "$plugin" config="$conf" image="$img" "$@"
+  pids+=($(cat "$work/$name.pid"))
+  URI="nbd+unix:///?socket=$work/$name.sock"
+}
+
