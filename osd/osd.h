@@ -226,6 +226,7 @@ struct osd {
 
   /* stats in the KV (osd_stats.c) and the scrub schedule (osd_scrub_sched.c) */
   int stats_inflight;                        /* a stats txn is on its way */
+  struct stats_put *stats_put;               /* that txn's buffers: ours until the loop hears its answer */
   char **pg_state_sent;                      /* last /pg/state value written, per led PG (by key) */
   char **pg_state_keys;
   size_t n_pg_state_sent;
@@ -407,6 +408,8 @@ void osd_scrub_tick(struct osd *o);
 void osd_stats_tick(struct osd *o);
 /* The /pg/state words of a led PG ("active", "degraded", ...) as JSON. */
 json_object *osd_pg_state_json(struct osd *o, const struct osd_pg *pg);
+/* At shutdown, after the KV client is freed: the unanswered put and the sent cache. */
+void osd_stats_stop(struct osd *o);
 void osd_stats_free(struct osd *o);
 
 /* ---- DESCRIBE, SHOW_CONFIG (osd_describe.c) ---- */

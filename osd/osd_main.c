@@ -353,7 +353,7 @@ out:
     tc_kv_free(o->kv);
   o->kv = NULL;
   osd_metrics_stop(o);
-  osd_stats_free(o);
+  osd_stats_stop(o);   /* after tc_kv_free: no answer can come any more */
   if (sfd >= 0) {
     tc_evloop_del_fd(o->loop, sfd);
     close(sfd);

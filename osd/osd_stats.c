@@ -244,6 +244,16 @@ sent_set(struct osd *o, char *key, char *val)
 }
 
 void
+osd_stats_stop(struct osd *o)
+{
+  if (o->stats_put)
+    put_free(o->stats_put);
+  o->stats_put = NULL;
+  o->stats_inflight = 0;
+  osd_stats_free(o);
+}
+
+void
 osd_stats_free(struct osd *o)
 {
   for (size_t i = 0; i < o->n_pg_state_sent; i++) {
@@ -263,6 +273,7 @@ put_done_on_loop(struct tc_evloop *loop, void *arg)
   struct osd *o = p->o;
   (void) loop;
   o->stats_inflight = 0;
+  o->stats_put = NULL;
   if (p->err) {
     tc_warn("osd %" PRIu64 ": writing /osd/stats and /pg/state: %s", o->osd_num, p->msg);
     osd_stats_free(o);   /* write everything again next time */
@@ -283,10 +294,12 @@ put_done(void *arg, int err, const char *msg, struct tc_kv_result *res)
   p->err = err;
   if (err)
     snprintf(p->msg, sizeof p->msg, "%s", msg ? msg : strerror(err));
-  if (__atomic_load_n(&p->o->stopping, __ATOMIC_ACQUIRE) || tc_evloop_submit(p->o->loop, put_done_on_loop, p) < 0) {
-    /* the loop is gone (stopping): nobody waits for the answer */
-    put_free(p);
-  }
+  /* Stopping, the loop may never run what we hand it: the OSD frees the
+   * put (o->stats_put) once this thread has ended (osd_stats_stop). */
+  if (__atomic_load_n(&p->o->stopping, __ATOMIC_ACQUIRE))
+    return;
+  if (tc_evloop_submit(p->o->loop, put_done_on_loop, p) < 0)
+    tc_err("osd %" PRIu64 ": a stats answer could not reach the loop: %s", p->o->osd_num, tc_last_error());
 }
 
 static char *
@@ -357,8 +370,10 @@ write_stats(struct osd *o, double now, bool force)
   if (tc_kv_submit(o->kv, &req, put_done, p) < 0) {
     tc_warn("osd %" PRIu64 ": stats: %s", o->osd_num, tc_last_error());
     put_free(p);
-  } else
+  } else {
     o->stats_inflight = 1;
+    o->stats_put = p;
+  }
   free(ops);
   free(skey);
   free(sval);
