@@ -50,7 +50,7 @@ struct osd_req {
   uint64_t inode;
   uint64_t offset;          /* byte offset in the inode */
   uint32_t len;             /* data length of READ/WRITE/DELETE/SEC_* */
-  uint64_t version;         /* SEC_WRITE/SEC_DELETE/SEC_WRITE_STABLE */
+  uint64_t version;         /* SEC_WRITE/SEC_DELETE/SEC_WRITE_STABLE; READ: the fence revision */
   uint64_t inode_last;      /* SEC_LIST */
   uint32_t pg_count, pg;    /* SEC_LIST / SEC_LOCK filter (pg_count 0 = none) */
   uint64_t pool, epoch;     /* SEC_LOCK (inode = the pool's first inode) */
@@ -141,6 +141,8 @@ struct osd_user {
 };
 struct osd_image {
   uint64_t inode;
+  bool readonly;             /* the record says so: client writes are refused (the fence) */
+  bool retired;              /* its data is deleted (a re-key's old layer): client reads are refused */
   char *owner, *owner_group, *reader_group;
   struct tc_image_acl acl;
 };
@@ -153,6 +155,7 @@ struct osd_kvstate {
   size_t n_users;
   struct osd_image *images;  /* sorted by inode */
   size_t n_images;
+  int64_t inode_rev;         /* the KV revision /config/inode/ was read at */
   uint64_t *osd_ids;         /* /osd/state keys present and their mod_revision */
   int64_t *osd_revs;
   size_t n_osds;
@@ -205,6 +208,8 @@ struct osd {
   int reload_pending;        /* loop thread: a reload is scheduled */
   uint64_t kv_settle_ms;     /* option osd_kv_settle */
   uint64_t unknown_reload_ms; /* loop thread: last reload forced by an unknown image or user */
+  uint64_t fence_reload_ms;   /* loop thread: last reload forced by a READ's fence revision */
+  uint64_t erofs;             /* client writes refused on a read-only inode */
   int64_t lease;
   struct tc_kv_lease_keeper *keeper;
   int lease_lost;
@@ -288,6 +293,10 @@ void osd_kv_stop(struct osd *o);
 int osd_kv_reload(struct osd *o);
 const struct tc_user *osd_user_find(struct osd *o, const char *name);
 const struct tc_image_acl *osd_image_acl(struct osd *o, uint64_t inode);
+/* Whether inode's record is read-only (client writes to it are refused). */
+bool osd_image_readonly(struct osd *o, uint64_t inode);
+/* Whether inode's record says retired (client reads get -ESTALE). */
+bool osd_image_retired(struct osd *o, uint64_t inode);
 bool osd_is_up(struct osd *o, uint64_t osd_num);
 int64_t osd_state_rev(struct osd *o, uint64_t osd_num);
 

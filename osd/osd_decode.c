@@ -97,6 +97,8 @@ osd_req_decode(const struct tc_frame_hdr *hdr, const void *payload, uint32_t blo
     r->offset = h.rw.offset;
     if ((rc = rw_range(r, &h.rw, block_size, err, errlen)) < 0)
       return rc;
+    if (r->op == TC_OP_READ)
+      r->version = h.rw.version;   /* the fence: the KV revision to serve at (0: any) */
     return r->op == TC_OP_SEC_DELETE ? sec_version(r, &h.rw, err, errlen) : 0;
   case TC_OP_WRITE:
   case TC_OP_SEC_WRITE:

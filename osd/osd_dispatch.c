@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include "image_meta.h"
 #include "log.h"
 #include "osd.h"
 
@@ -55,6 +56,44 @@ allowed(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
             tc_msgr_conn_peername(c), r->inode, r->offset);
   }
   return ok;
+}
+
+/* The fence of a read-only inode (a snapshot, the old layer of a re-key):
+ * client writes to it are refused with -EROFS, so a handle that has not yet
+ * moved to the image's new top layer learns it must (client.c), and no
+ * write lands under a layer that already shadows it. A DELETE still passes:
+ * it is how a snapshot's or a retired layer's data is removed. */
+static bool
+fenced(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
+{
+  if ((r->op != TC_OP_WRITE && r->op != TC_OP_WRITE_PARTIAL && r->op != TC_OP_WRITE_IF) ||
+      !osd_image_readonly(o, r->inode))
+    return false;
+  if (o->erofs++ % 1000 == 0)   /* a handle retries on the new layer at once: do not flood the log */
+    tc_warn("osd %" PRIu64 ": EROFS: %s from %s on read-only inode %" PRIu64 "/%" PRIu64 " offset %" PRIu64
+            " (%" PRIu64 " so far)", o->osd_num, tc_osd_op_name(r->op), tc_msgr_conn_peername(c),
+            (uint64_t) TC_INODE_POOL(r->inode), (uint64_t) TC_INODE_ID(r->inode), r->offset, o->erofs);
+  return true;
+}
+
+/* A READ that carries a fence revision is served only once this OSD's image
+ * records are at least that recent: then every write it still takes for a
+ * fenced inode came before, and the reader sees it (image_rekey.c). Returns
+ * 0, or -EAGAIN when the KV could not be read again (at most every 100 ms
+ * whatever callers ask). */
+static int
+fence_wait(struct osd *o, const struct osd_req *r)
+{
+  if (r->op != TC_OP_READ || !r->version || (o->ks && (uint64_t) o->ks->inode_rev >= r->version))
+    return 0;
+  uint64_t now = tc_now_ms();
+  if (now - o->fence_reload_ms >= 100) {
+    o->fence_reload_ms = now;
+    if (osd_kv_reload(o) == 0 && o->ks && (uint64_t) o->ks->inode_rev >= r->version)
+      return 0;
+  }
+  o->eagain++;
+  return -EAGAIN;
 }
 
 /* Run decoded request r; may take *payload over (and set it to NULL). */
@@ -122,6 +161,12 @@ osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *pay
   }
   else if (!allowed(o, c, &r))
     osd_reply(c, hdr, -EPERM, 0, 0, NULL, 0);
+  else if ((rc = fence_wait(o, &r)) < 0)
+    osd_reply(c, hdr, rc, 0, 0, NULL, 0);
+  else if (fenced(o, c, &r))
+    osd_reply(c, hdr, -EROFS, 0, 0, NULL, 0);
+  else if (r.op == TC_OP_READ && osd_image_retired(o, r.inode))
+    osd_reply(c, hdr, -ESTALE, 0, 0, NULL, 0);   /* the reader's layer chain is stale */
   else
     dispatch(o, c, hdr, &r, &payload);
   free(payload);

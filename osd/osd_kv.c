@@ -170,11 +170,14 @@ load_images(struct osd *o, struct osd_kvstate *s)
     }
     struct osd_image *im = &s->images[s->n_images++];
     im->inode = TC_INODE(pool, id);
+    im->readonly = m.readonly || m.retired;
+    im->retired = m.retired;
     im->owner = m.owner ? strdup(m.owner) : NULL;
     im->owner_group = m.owner_group ? strdup(m.owner_group) : NULL;
     im->reader_group = m.reader_group ? strdup(m.reader_group) : NULL;
     tc_image_meta_clear(&m);
   }
+  s->inode_rev = res.revision;
   tc_kv_result_free(&res);
   qsort(s->images, s->n_images, sizeof *s->images, cmp_image);
   /* Two records for one inode: no one gets access through either. */
@@ -289,8 +292,8 @@ osd_user_find(struct osd *o, const char *name)
   return NULL;
 }
 
-const struct tc_image_acl *
-osd_image_acl(struct osd *o, uint64_t inode)
+static struct osd_image *
+image_find(struct osd *o, uint64_t inode)
 {
   if (!o->ks)
     return NULL;
@@ -299,13 +302,34 @@ osd_image_acl(struct osd *o, uint64_t inode)
     size_t mid = (lo + hi) / 2;
     uint64_t v = o->ks->images[mid].inode;
     if (v == inode)
-      return &o->ks->images[mid].acl;
+      return &o->ks->images[mid];
     if (v < inode)
       lo = mid + 1;
     else
       hi = mid;
   }
   return NULL;
+}
+
+const struct tc_image_acl *
+osd_image_acl(struct osd *o, uint64_t inode)
+{
+  struct osd_image *im = image_find(o, inode);
+  return im ? &im->acl : NULL;
+}
+
+bool
+osd_image_readonly(struct osd *o, uint64_t inode)
+{
+  struct osd_image *im = image_find(o, inode);
+  return im && im->readonly;
+}
+
+bool
+osd_image_retired(struct osd *o, uint64_t inode)
+{
+  struct osd_image *im = image_find(o, inode);
+  return im && im->retired;
 }
 
 bool

@@ -351,6 +351,7 @@ cmd_raw(int argc, char **argv)
   switch (opc) {
   case TC_OP_READ: case TC_OP_WRITE: case TC_OP_DELETE: case TC_OP_SEC_READ: case TC_OP_SEC_READ_BMP:
   case TC_OP_SEC_WRITE: case TC_OP_SEC_DELETE: case TC_OP_SEC_WRITE_STABLE:
+  case TC_OP_WRITE_PARTIAL: case TC_OP_WRITE_IF:
     op.req.hdr = tc_osd_rw_hdr(opc, inode, offset, (uint32_t) len, version);
     break;
   case TC_OP_SCRUB:

@@ -333,7 +333,7 @@ cluster_sreq_dispatch(struct sreq *sr)
     switch (op->code) {
     case TC_OBJ_READ:
     case TC_OBJ_BITMAP:
-      *h = tc_osd_rw_hdr(TC_OP_READ, op->inode, sr->off, sr->len, 0);
+      *h = tc_osd_rw_hdr(TC_OP_READ, op->inode, sr->off, sr->len, op->min_rev);
       sr->req.rbuf = sr->rbuf;
       sr->req.rbuf_len = sr->len;
       break;

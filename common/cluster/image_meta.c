@@ -70,6 +70,18 @@ get_str(json_object *o, const char *field, char **v, const char *what)
   return 0;
 }
 
+static int
+get_bool(json_object *o, const char *field, bool *v, const char *what)
+{
+  json_object *f;
+  if (!json_object_object_get_ex(o, field, &f))
+    return 0;
+  if (!json_object_is_type(f, json_type_boolean))
+    return tc_error(EINVAL, "%s: field %s must be a boolean", what, field);
+  *v = json_object_get_boolean(f);
+  return 0;
+}
+
 static bool
 is_hex_key(const char *s)
 {
@@ -101,7 +113,17 @@ tc_image_meta_parse(struct tc_image_meta *m, uint64_t pool, uint64_t id, const c
   if (r == 0) r = get_str(o, "owner", &m->owner, what);
   if (r == 0) r = get_str(o, "owner_group", &m->owner_group, what);
   if (r == 0) r = get_str(o, "reader_group", &m->reader_group, what);
+  if (r == 0) r = get_u64(o, "next_pool", &m->next_pool, what);
+  if (r == 0) r = get_u64(o, "next_id", &m->next_id, what);
+  if (r == 0) r = get_u64(o, "rekey_from", &m->rekey_from, what);
+  if (r == 0) r = get_u64(o, "rekey_done", &m->rekey_done, what);
   json_object *f;
+  if (r == 0) r = get_bool(o, "hidden", &m->hidden, what);
+  if (r == 0) r = get_bool(o, "retired", &m->retired, what);
+  if (r == 0 && m->next_id && !m->next_pool)
+    m->next_pool = pool;
+  if (r == 0 && m->rekey_from && m->rekey_from != m->parent_id)
+    r = tc_error(EINVAL, "%s: rekey_from %llu is not its parent", what, (unsigned long long) m->rekey_from);
   if (r == 0 && json_object_object_get_ex(o, "integrity", &f)) {
     if (!json_object_is_type(f, json_type_boolean))
       r = tc_error(EINVAL, "%s: field integrity must be a boolean", what);
@@ -160,6 +182,18 @@ tc_image_meta_json(const struct tc_image_meta *m)
     json_object_object_add(o, "owner_group", json_object_new_string(m->owner_group));
   if (m->reader_group)
     json_object_object_add(o, "reader_group", json_object_new_string(m->reader_group));
+  if (m->next_id) {
+    json_object_object_add(o, "next_pool", json_object_new_int64((int64_t) m->next_pool));
+    json_object_object_add(o, "next_id", json_object_new_int64((int64_t) m->next_id));
+  }
+  if (m->hidden)
+    json_object_object_add(o, "hidden", json_object_new_boolean(1));
+  if (m->retired)
+    json_object_object_add(o, "retired", json_object_new_boolean(1));
+  if (m->rekey_from) {
+    json_object_object_add(o, "rekey_from", json_object_new_int64((int64_t) m->rekey_from));
+    json_object_object_add(o, "rekey_done", json_object_new_int64((int64_t) m->rekey_done));
+  }
   char *s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
   json_object_put(o);
   if (!s)

@@ -4,7 +4,14 @@
  *   /config/inode/<pool>/<id>      {"name": .., "size": BYTES, "parent_pool": P, "parent_id": I,
  *                                   "readonly": bool, "enc_key": "<128 hex>" | "vault:<ID>" | "shredded",
  *                                   "owner": .., "owner_group": .., "reader_group": ..,
- *                                   "integrity": bool (tromcho's: authenticated sectors)}
+ *                                   "integrity": bool (tromcho's: authenticated sectors),
+ *                                   tromcho's layer switch and re-key (common/README.md):
+ *                                   "next_pool": P, "next_id": I (the layer that replaced this
+ *                                   one as the image's top: open handles move there),
+ *                                   "hidden": bool (a re-key's old layer: not listed),
+ *                                   "retired": bool (its data is deleted: OSDs refuse reads),
+ *                                   "rekey_from": ID, "rekey_done": BYTES (this layer is being
+ *                                   filled from its parent ID, copied up to BYTES)}
  *   /index/maxid/<pool>            the largest id allocated in the pool
  *
  * The inode number used on the data path carries the pool in its top 16
@@ -37,6 +44,11 @@ struct tc_image_meta {
   bool integrity;              /* authenticated: per-sector tags (image_integrity.h) */
   char *enc_key;               /* as stored: NULL, 128 hex digits, vault:<ID> or TC_KEY_SHREDDED */
   char *owner, *owner_group, *reader_group;
+  uint64_t next_pool, next_id; /* 0, 0: none; else the layer that replaced this one on top */
+  bool hidden;                 /* not listed (a re-key's old layer) */
+  bool retired;                /* data deleted; kept as the fence of its inode */
+  uint64_t rekey_from;         /* 0: none; else being re-keyed from parent inode id rekey_from */
+  uint64_t rekey_done;         /* bytes of the image re-keyed so far */
 };
 
 /* Parse a /config/inode value. pool and id come from the key. Returns 0, or

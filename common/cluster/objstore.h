@@ -38,6 +38,8 @@ struct tc_objop {
   uint8_t *bitmap;        /* 1 bit per sector of the range, LSB first; (len/4096+7)/8 bytes */
   uint64_t if_hash;       /* WRITE_IF: XXH3-64 of the stored sector read */
   bool if_present;        /* WRITE_IF: whether it was present */
+  uint64_t min_rev;       /* READ: served once the OSD's image records are at
+                           * least at this KV revision (the fence), 0: any */
   int result;
   void (*done)(struct tc_objop *op);
   void *opaque;           /* the submitter's */

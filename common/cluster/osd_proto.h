@@ -25,12 +25,24 @@
  * -EAGAIN: this OSD is not (or no longer, or not yet) the active primary of
  *         the PG: the client refreshes /pg/config and retries elsewhere.
  * -EINVAL: malformed request. -EIO: the data is bad on every replica.
- * -ESTALE: WRITE_IF only: the sector changed since the client read it.
+ * -ESTALE: WRITE_IF: the sector changed since the client read it; READ:
+ *         the inode is retired (see READ).
+ * -EROFS: WRITE, WRITE_PARTIAL, WRITE_IF to an inode whose record is
+ *         read-only (a snapshot, a re-keyed layer): the fence. DELETE is
+ *         still served (removing a snapshot's data).
  *
  * Client operations (sent to the PG's primary unless said otherwise):
- *   READ        rw view: inode, offset, len (<= 256 KiB).
+ *   READ        rw view: inode, offset, len (<= 256 KiB), version = 0 or
+ *               a KV revision: the primary answers only once the image
+ *               records it holds were read at that revision or later
+ *               (reading the KV again if needed, else -EAGAIN), so every
+ *               write it took to an inode fenced by then came before (the
+ *               fence of common/README.md, "Layer switch and re-key").
  *               reply (rw view): payload = len bytes (absent sectors zero),
  *               bitmap = presence, version = the object's version.
+ *               -ESTALE: the inode's record says "retired" (a re-keyed
+ *               image's old layer, its data deleted): the reader's layer
+ *               chain is stale, it reloads it.
  *   WRITE       rw view: inode, offset, len = payload_len, payload = data
  *               (<= one object, <= 256 KiB). reply: version = the object's
  *               new version. Acknowledged once pg_minsize replicas hold it
