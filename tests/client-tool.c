@@ -14,7 +14,8 @@
  *                                          on the OSDs (SEC_LIST)
  *   client-tool snapwatch IMAGE            open IMAGE read-write, snapshot it with
  *                                          `tromcho snap-create IMAGE@live` from
- *                                          outside: the handle must turn read-only
+ *                                          outside: the handle's writes go on, into
+ *                                          the image's new top, never the snapshot
  *   client-tool api IMAGE                  open/stat/list/resize/trim/zero/
  *                                          extents/read-only checks (TAP)
  *   client-tool keyloop IMAGE              one client, commands on stdin: "open"
@@ -451,25 +452,53 @@ main(int argc, char **argv)
   }
   else if (!strcmp(argv[1], "snapwatch")) {
     struct tc_image *img = tc_client_open(cl, argv[2], false);
-    uint8_t buf[4096] = { 1 };
-    char cmd[512];
+    uint8_t buf[4096], got[4096];
+    char cmd[512], snap[300];
+    memset(buf, 1, sizeof buf);
     snprintf(cmd, sizeof cmd, "tromcho snap-create %s@live >/dev/null", argv[2]);
+    snprintf(snap, sizeof snap, "%s@live", argv[2]);
     if (!img || tc_image_write(img, buf, sizeof buf, 0) < 0)
       r = die("open and write");
     else if (system(cmd) != 0)
       fprintf(stderr, "FAIL: %s\n", cmd);
     else {
-      int i;
-      for (i = 0; i < 200 && tc_image_write(img, buf, sizeof buf, 0) == 0; i++)
-        usleep(50000);
-      if (i == 200)
-        fprintf(stderr, "FAIL: writes through the old handle still succeed 10 s after the snapshot\n");
-      else if (errno != EROFS || !strstr(tc_last_error(), "snapshot"))
-        fprintf(stderr, "FAIL: the write failed otherwise: %s\n", tc_last_error());
-      else {
-        printf("OK: %s\n", tc_last_error());
-        r = 0;
+      /* The handle moves to the image's new top layer: its writes go on,
+       * into the image, never into the snapshot. The first one right after
+       * the snapshot meets the fence (or the watch got there first). */
+      int i, bad = 0;
+      for (i = 0; i < 40 && !bad; i++) {
+        memset(buf, 2 + i, sizeof buf);
+        if (tc_image_write(img, buf, sizeof buf, (uint64_t) (i % 4) * 4096) < 0) {
+          fprintf(stderr, "FAIL: write %d after the snapshot: %s\n", i, tc_last_error());
+          bad = 1;
+        }
+        usleep(20000);
       }
+      struct tc_image *live = bad ? NULL : tc_client_open(cl, argv[2], true);
+      struct tc_image *s = bad ? NULL : tc_client_open(cl, snap, true);
+      if (bad)
+        ;
+      else if (!live || !s)
+        r = die("open the image and its snapshot");
+      else {
+        for (i = 0; i < 4 && !bad; i++) {
+          uint8_t want = (uint8_t) (2 + 36 + i);
+          if (tc_image_read(live, got, sizeof got, (uint64_t) i * 4096) < 0 || got[0] != want || got[4095] != want) {
+            fprintf(stderr, "FAIL: the image's sector %d holds %d, not %d\n", i, got[0], want);
+            bad = 1;
+          }
+          if (tc_image_read(s, got, sizeof got, (uint64_t) i * 4096) < 0 || got[0] != (i == 0 ? 1 : 0)) {
+            fprintf(stderr, "FAIL: a write after the snapshot reached it (sector %d holds %d)\n", i, got[0]);
+            bad = 1;
+          }
+        }
+        if (!bad) {
+          printf("OK: 40 writes after the snapshot went to the image, none to the snapshot\n");
+          r = 0;
+        }
+      }
+      tc_image_free(live);
+      tc_image_free(s);
     }
     tc_image_free(img);
   }

@@ -20,14 +20,18 @@
 
 #define MAX_LAYERS 64
 
-/* An image opened through this client (so resize reaches it). */
+/* An image opened through this client (so resize and the watch reach it). */
 struct open_image {
   struct tc_client *cl;
   struct tc_image *img;
-  uint64_t pool, id;
+  uint64_t pool, id;           /* the top layer (changes at a layer switch) */
+  uint64_t chain[MAX_LAYERS];  /* the chain's inodes, top first */
+  int nchain;
   bool writable;
   struct open_image *next;
 };
+
+static int read_inode(struct tc_client *cl, uint64_t pool, uint64_t id, struct tc_image_meta *m, int64_t *rev);
 
 struct tc_client {
   const struct tc_config *cfg;
@@ -45,10 +49,13 @@ struct tc_client {
   struct tc_vault *vault;      /* keys kept in Vault; its token cache */
 };
 
-/* A record of an open image changed: when its inode became read-only (a
- * snapshot of it was taken: the image now lives in a new inode) or went
- * away, writing on through this handle would change the snapshot or write
- * into nothing, so the handle turns read-only and says why. (KV thread.) */
+/* A record of an open image changed (KV thread). Its top layer got a
+ * successor (next_id: a snapshot or a re-key put a new top above it), or a
+ * layer of its chain was retired or relinked (a re-key finished): the
+ * handle reloads its chain before its next I/O (switch_layers). Its top
+ * became read-only with no successor, or went away: writing on through
+ * this handle would write into nothing, so it turns read-only and says
+ * why. Its key was shredded: I/O fails. */
 static void
 inode_watch_cb(void *arg, const struct tc_kv_watch_update *u)
 {
@@ -62,7 +69,8 @@ inode_watch_cb(void *arg, const struct tc_kv_watch_update *u)
     if (e->kv.key_len <= plen || tc_inode_key_parse((const char *) e->kv.key + plen, e->kv.key_len - plen,
                                                     &pool, &id) < 0)
       continue;
-    bool gone = e->type == TC_KV_EVENT_DELETE, ro = false, shredded = false;
+    bool gone = e->type == TC_KV_EVENT_DELETE, ro = false, shredded = false, moved = false, retired = false;
+    uint64_t parent = 0;
     char name[256] = "";
     if (!gone) {
       struct tc_image_meta m;
@@ -70,26 +78,38 @@ inode_watch_cb(void *arg, const struct tc_kv_watch_update *u)
         continue;
       ro = m.readonly;
       shredded = m.enc_key && !strcmp(m.enc_key, TC_KEY_SHREDDED);
+      moved = m.next_id != 0;
+      retired = m.retired;
+      parent = m.parent_id ? TC_INODE(m.parent_pool, m.parent_id) : 0;
       snprintf(name, sizeof name, "%s", m.name);
       tc_image_meta_clear(&m);
     }
-    if (!gone && !ro)
-      continue;
+    uint64_t inode = TC_INODE(pool, id);
     pthread_mutex_lock(&cl->lock);
     for (struct open_image *o = cl->open; o; o = o->next) {
-      if (shredded && o->pool == pool && o->id == id) {
+      int at = -1;
+      for (int k = 0; k < o->nchain && at < 0; k++)
+        if (o->chain[k] == inode)
+          at = k;
+      if (at < 0)
+        continue;
+      if (shredded && at == 0) {
         char why[300];
         snprintf(why, sizeof why, "image %s: its key was shredded (rm --shred)", name);
         tc_warn("client: %s; I/O now fails", why);
         tc_image_set_revoked(o->img, why);
         continue;
       }
-      if (o->pool == pool && o->id == id && o->writable && !tc_image_readonly(o->img)) {
+      if (moved || retired || (!gone && (at + 1 < o->nchain ? o->chain[at + 1] : 0) != parent)) {
+        tc_image_mark_stale(o->img);
+        continue;
+      }
+      if (at == 0 && (gone || ro) && o->writable && !tc_image_readonly(o->img)) {
         char why[220];
         if (gone)
           snprintf(why, sizeof why, "its inode %" PRIu64 "/%" PRIu64 " was deleted", pool, id);
         else
-          snprintf(why, sizeof why, "its inode became %s (a snapshot was taken?): open the image again", name);
+          snprintf(why, sizeof why, "its inode became %s (read-only): open the image again", name);
         tc_warn("client: image inode %" PRIu64 "/%" PRIu64 ": %s; writes now fail", pool, id, why);
         tc_image_set_readonly(o->img, why);
       }
@@ -351,6 +371,196 @@ image_closed(void *arg, struct tc_image *img)
   free(o);
 }
 
+/* The layer descriptions of m's chain (m alone unless all_layers), keys
+ * resolved, into layers/names (MAX_LAYERS each); *bs = the block size.
+ * *fence_rev = the KV revision from which m's parent has m as successor
+ * (0: it has not): writes to m may start only once the parent is fenced. */
+static int
+build_chain(struct tc_client *cl, const struct tc_image_meta *m, bool all_layers, struct tc_layer_desc *layers,
+            char (*names)[256], int *nout, uint32_t *bs, int64_t *fence_rev)
+{
+  int n = 0;
+  *nout = 0;
+  *fence_rev = 0;
+  if (tc_client_block_size(cl, m->pool, bs) < 0)
+    return tc_error(errno, "image %s: %s", m->name, tc_last_error());
+  struct tc_image_meta cur = { 0 };
+  const struct tc_image_meta *lm = m;
+  int r = -1;
+  for (;;) {
+    struct tc_layer_desc *d = &layers[n];
+    d->inode = TC_INODE(lm->pool, lm->id);
+    snprintf(names[n], sizeof names[n], "%s", lm->name);
+    d->name = names[n];
+    d->integrity = lm->integrity;
+    if (lm->retired) {
+      tc_error(ESTALE, "image %s: its layer %s is retired (a re-key finished meanwhile?)", m->name, lm->name);
+      goto out;
+    }
+    if (lm->enc_key) {
+      if (tc_client_key_resolve(cl, lm->name, lm->enc_key, d->key) < 0)
+        goto out;
+      d->encrypted = true;
+    }
+    n++;
+    uint32_t lbs = 0;
+    if (tc_client_block_size(cl, lm->pool, &lbs) < 0 || lbs != *bs) {
+      tc_error(EINVAL, "image %s: layer %s is in a pool with another block size", m->name, lm->name);
+      goto out;
+    }
+    if (!all_layers || !lm->parent_id)
+      break;
+    if (n == MAX_LAYERS) {
+      tc_error(ELOOP, "image %s: more than %d layers (a parent loop?)", m->name, MAX_LAYERS);
+      goto out;
+    }
+    uint64_t pp = lm->parent_pool, pi = lm->parent_id;
+    tc_image_meta_clear(&cur);
+    int64_t prev = 0;
+    if (read_inode(cl, pp, pi, &cur, &prev) < 0) {
+      tc_error(errno, "image %s: its parent %" PRIu64 "/%" PRIu64 ": %s", m->name, pp, pi, tc_last_error());
+      goto out;
+    }
+    if (n == 1 && cur.next_id == m->id && cur.next_pool == m->pool)
+      *fence_rev = prev;
+    lm = &cur;
+  }
+  *nout = n;
+  r = 0;
+out:
+  tc_image_meta_clear(&cur);
+  if (r < 0)
+    tc_wipe(layers, MAX_LAYERS * sizeof *layers);
+  return r;
+}
+
+/* The fence (common/README.md, "Layer switch and re-key"): a READ at KV
+ * revision rev on one object of every PG of inode's pool, so that every PG
+ * primary has read the image records at rev or later and refuses writes to
+ * every layer fenced by then. Only then may writes go to the layer above a
+ * fenced one: else a late write to the old layer, taken by an OSD that had
+ * not heard, would end up under a newer sector of the new one. */
+int
+tc_client_fence(struct tc_client *cl, uint64_t inode, int64_t rev)
+{
+  struct tc_map *map = tc_cluster_map(cl->cluster);
+  const struct tc_pool_info *p = tc_map_pool(map, TC_INODE_POOL(inode));
+  uint32_t npg = p ? p->pg_count : 0, stripe = p ? p->pg_stripe_size : 0;
+  tc_map_unref(map);
+  if (!npg || !stripe)
+    return tc_error(ENXIO, "inode %" PRIu64 "/%" PRIu64 ": its pool is not in /config/pools",
+                    (uint64_t) TC_INODE_POOL(inode), (uint64_t) TC_INODE_ID(inode));
+  struct tc_objop *ops = calloc(npg, sizeof *ops);
+  uint8_t *buf = aligned_alloc(TC_SECTOR, (size_t) npg * TC_SECTOR), *bm = calloc(npg, 1);
+  int r = -1;
+  if (!ops || !buf || !bm) {
+    tc_error(ENOMEM, "fence: out of memory");
+    goto out;
+  }
+  /* (inode + offset / stripe) % npg: offsets k * stripe cover every PG. */
+  for (uint32_t k = 0; k < npg; k++)
+    ops[k] = (struct tc_objop) { .code = TC_OBJ_READ, .inode = inode, .offset = (uint64_t) k * stripe,
+                                 .len = TC_SECTOR, .buf = buf + (size_t) k * TC_SECTOR, .bitmap = bm + k,
+                                 .min_rev = (uint64_t) rev };
+  struct tc_objstore os = tc_cluster_objstore(cl->cluster);
+  int e = tc_objstore_run(&os, ops, npg, 32, NULL, NULL);
+  if (e < 0)
+    tc_error(-e, "fence of inode %" PRIu64 "/%" PRIu64 " at KV revision %" PRId64 ": %s",
+             (uint64_t) TC_INODE_POOL(inode), (uint64_t) TC_INODE_ID(inode), rev, strerror(-e));
+  else
+    r = 0;
+out:
+  free(ops);
+  free(buf);
+  free(bm);
+  return r;
+}
+
+/* Note the chain of the handle (under cl->lock). */
+static void
+set_chain(struct open_image *o, const struct tc_layer_desc *layers, int n)
+{
+  o->pool = TC_INODE_POOL(layers[0].inode);
+  o->id = TC_INODE_ID(layers[0].inode);
+  for (int k = 0; k < n; k++)
+    o->chain[k] = layers[k].inode;
+  o->nchain = n;
+}
+
+/* The switch hook of every handle (image.h): follow the top layer's
+ * successors (next_id) to the image's current top, fence, and swap the
+ * handle's chain for that top's. 1 moved, 0 nothing to move to. */
+static int
+switch_layers(void *arg, struct tc_image *img)
+{
+  struct open_image *o = arg;
+  struct tc_client *cl = o->cl;
+  uint64_t cur[MAX_LAYERS];
+  int ncur = tc_image_layer_inodes(img, cur, MAX_LAYERS);
+  struct tc_image_meta m;
+  int64_t rev = 0;
+  uint64_t pool = TC_INODE_POOL(cur[0]), id = TC_INODE_ID(cur[0]);
+  if (read_inode(cl, pool, id, &m, &rev) < 0)
+    return tc_error(errno, "image inode %" PRIu64 "/%" PRIu64 ": reloading its layers: %s", pool, id,
+                    tc_last_error());
+  for (int hops = 0; m.next_id; hops++) {
+    uint64_t np = m.next_pool, ni = m.next_id;
+    char old[256];
+    snprintf(old, sizeof old, "%s", m.name);
+    tc_image_meta_clear(&m);
+    if (hops == MAX_LAYERS) {
+      tc_error(ELOOP, "image %s: more than %d successors (a loop?)", old, MAX_LAYERS);
+      return -1;
+    }
+    if (read_inode(cl, np, ni, &m, NULL) < 0)
+      return tc_error(errno, "image %s: its successor %" PRIu64 "/%" PRIu64 ": %s", old, np, ni, tc_last_error());
+  }
+  struct tc_layer_desc *layers = calloc(MAX_LAYERS, sizeof *layers);
+  char (*names)[256] = calloc(MAX_LAYERS, sizeof *names);
+  int n = 0, r = -1;
+  uint32_t bs;
+  int64_t fence_rev = 0;
+  if (!layers || !names) {
+    tc_error(ENOMEM, "image %s: out of memory", m.name);
+    goto out;
+  }
+  if (build_chain(cl, &m, true, layers, names, &n, &bs, &fence_rev) < 0)
+    goto out;
+  bool same = n == ncur;
+  for (int k = 0; k < n && same; k++)
+    same = layers[k].inode == cur[k];
+  if (same) {
+    r = 0;   /* nothing to move to: the error the I/O met stands */
+    goto out;
+  }
+  if (layers[0].inode != cur[0] || fence_rev) {
+    /* Writes go to a new top from now on: fence the layers it replaced. */
+    if (tc_client_fence(cl, layers[0].inode, fence_rev > rev ? fence_rev : rev) < 0)
+      goto out;
+  }
+  int sw = tc_image_replace_layers(img, cur[0], layers, n);
+  if (sw < 0)
+    goto out;
+  if (sw == 0) {   /* another thread of this handle moved it meanwhile */
+    r = 1;
+    goto out;
+  }
+  pthread_mutex_lock(&cl->lock);
+  set_chain(o, layers, n);
+  pthread_mutex_unlock(&cl->lock);
+  tc_info("client: image %s: now on inode %" PRIu64 "/%" PRIu64 " (%d layers, was %" PRIu64 "/%" PRIu64 ")",
+          m.name, (uint64_t) TC_INODE_POOL(layers[0].inode), (uint64_t) TC_INODE_ID(layers[0].inode), n, pool, id);
+  r = 1;
+out:
+  if (layers) {
+    tc_wipe(layers, MAX_LAYERS * sizeof *layers);
+    free(layers);
+  }
+  free(names);
+  tc_image_meta_clear(&m);
+  return r;
+}
+
 struct tc_image *
 tc_client_open_meta(struct tc_client *cl, const struct tc_image_meta *m, bool readonly, bool all_layers)
 {
@@ -360,61 +570,31 @@ tc_client_open_meta(struct tc_client *cl, const struct tc_image_meta *m, bool re
   struct tc_image *img = NULL;
   uint32_t bs = 0;
   int n = 0;
+  int64_t fence_rev = 0;
   if (!layers || !names || !o) {
     tc_error(ENOMEM, "image %s: out of memory", m->name);
     goto out;
   }
-  if (tc_client_block_size(cl, m->pool, &bs) < 0) {
+  if (build_chain(cl, m, all_layers, layers, names, &n, &bs, &fence_rev) < 0)
+    goto out;
+  /* The image's parent was its top until a snapshot or a re-key: a writer
+   * of the old top may not have heard yet (see tc_client_fence). */
+  if (!readonly && fence_rev && tc_client_fence(cl, layers[0].inode, fence_rev) < 0) {
     tc_error(errno, "image %s: %s", m->name, tc_last_error());
     goto out;
   }
-  struct tc_image_meta cur = { 0 };
-  const struct tc_image_meta *lm = m;
-  for (;;) {
-    struct tc_layer_desc *d = &layers[n];
-    d->inode = TC_INODE(lm->pool, lm->id);
-    snprintf(names[n], sizeof names[n], "%s", lm->name);
-    d->name = names[n];
-    d->integrity = lm->integrity;
-    if (lm->enc_key) {
-      if (tc_client_key_resolve(cl, lm->name, lm->enc_key, d->key) < 0) {
-        tc_image_meta_clear(&cur);
-        goto out;
-      }
-      d->encrypted = true;
-    }
-    n++;
-    uint32_t lbs = 0;
-    if (tc_client_block_size(cl, lm->pool, &lbs) < 0 || lbs != bs) {
-      tc_error(EINVAL, "image %s: layer %s is in a pool with another block size", m->name, lm->name);
-      tc_image_meta_clear(&cur);
-      goto out;
-    }
-    if (!all_layers || !lm->parent_id)
-      break;
-    if (n == MAX_LAYERS) {
-      tc_error(ELOOP, "image %s: more than %d layers (a parent loop?)", m->name, MAX_LAYERS);
-      tc_image_meta_clear(&cur);
-      goto out;
-    }
-    uint64_t pp = lm->parent_pool, pi = lm->parent_id;
-    tc_image_meta_clear(&cur);
-    if (read_inode(cl, pp, pi, &cur, NULL) < 0) {
-      tc_error(errno, "image %s: its parent %" PRIu64 "/%" PRIu64 ": %s", m->name, pp, pi, tc_last_error());
-      goto out;
-    }
-    lm = &cur;
-  }
-  tc_image_meta_clear(&cur);
   struct tc_objstore os = tc_cluster_objstore(cl->cluster);
   if (!(img = tc_image_new(&os, bs, m->size, layers, n, readonly)))
     goto out;
   o->cl = cl;
   o->img = img;
-  o->pool = m->pool;
-  o->id = m->id;
+  set_chain(o, layers, n);
   o->writable = !readonly;
   tc_image_set_close_hook(img, image_closed, o);
+  /* A handle of the image follows it to a new top; one of a snapshot (a
+   * layer that already has a successor) stays on it. */
+  if (all_layers && !m->next_id)
+    tc_image_set_switch_hook(img, switch_layers, o);
   pthread_mutex_lock(&cl->lock);
   o->next = cl->open;
   cl->open = o;
@@ -494,7 +674,7 @@ tc_client_list(struct tc_client *cl, tc_client_list_cb cb, void *opaque)
     return -1;
   int r = 0;
   for (size_t i = 0; i < n; i++) {
-    if (r == 0 && tc_client_may_read(cl, &v[i]))
+    if (r == 0 && !v[i].hidden && tc_client_may_read(cl, &v[i]))
       r = cb(opaque, &v[i], !v[i].readonly && tc_client_may_write(cl, &v[i]));
     tc_image_meta_clear(&v[i]);
   }

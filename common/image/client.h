@@ -62,6 +62,10 @@ struct tc_image *tc_client_open_meta(struct tc_client *cl, const struct tc_image
  * this client's certificate and cached token) as the 64-byte XTS key. */
 int tc_client_key_resolve(struct tc_client *cl, const char *image, const char *enc_key,
                           uint8_t key[TC_XTS_KEY_SIZE]);
+/* The fence of common/README.md ("Layer switch and re-key"): a READ at KV
+ * revision rev on one object of every PG of inode's pool: once it returns,
+ * every PG primary refuses writes to each layer fenced (read-only) at rev. */
+int tc_client_fence(struct tc_client *cl, uint64_t inode, int64_t rev);
 /* Block size of a pool (from the cluster map). */
 int tc_client_block_size(struct tc_client *cl, uint64_t pool, uint32_t *bs);
 

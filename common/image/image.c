@@ -55,6 +55,18 @@ xts_pool_destroy(struct xts_pool *p)
   pthread_mutex_destroy(&p->lock);
 }
 
+static void
+layers_destroy(struct layer *ls, int n)
+{
+  if (!ls)
+    return;
+  for (int i = 0; i < n; i++) {
+    xts_pool_destroy(&ls[i].xts);
+    tc_integrity_free(ls[i].integ);
+  }
+  free(ls);
+}
+
 /* Encrypt or decrypt whole sectors of layer l at image sector `sector`. */
 int
 image_layer_crypt(struct layer *l, bool encrypt, uint64_t sector, const void *in, void *out, size_t len)
@@ -241,6 +253,51 @@ out:
 
 /* --- public API --- */
 
+/* Build the layers of descs (keys checked, XTS pools seeded); *out holds
+ * them, NULL with -1 on error (nothing left allocated). */
+static int
+layers_build(const struct tc_layer_desc *descs, int n, struct layer **out)
+{
+  struct layer *ls = calloc(n, sizeof *ls);
+  *out = NULL;
+  if (!ls)
+    return tc_error(ENOMEM, "image: out of memory");
+  int built = 0, r = 0;
+  for (int i = 0; i < n && r == 0; i++) {
+    struct layer *l = &ls[i];
+    l->inode = descs[i].inode;
+    l->encrypted = descs[i].encrypted;
+    pthread_mutex_init(&l->xts.lock, NULL);
+    built = i + 1;
+    const char *name = descs[i].name ? descs[i].name : "?";
+    if (l->encrypted) {
+      memcpy(l->xts.key, descs[i].key, TC_XTS_KEY_SIZE);
+      /* Check the key now (equal halves are refused) and seed the pool. */
+      struct tc_xts *x = xts_get(&l->xts);
+      if (!x) {
+        r = -1;
+        break;
+      }
+      xts_put(&l->xts, x);
+    }
+    if (descs[i].integrity) {
+      if (!l->encrypted)
+        r = tc_error(EINVAL, "image %s: an authenticated layer needs a key", name);
+      else if (!(l->integ = tc_integrity_new(descs[i].key, l->inode, name)))
+        r = -1;
+    }
+  }
+  if (r < 0) {
+    int e = errno;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", tc_last_error());
+    layers_destroy(ls, built);
+    return tc_error(e, "%s", msg);
+  }
+  *out = ls;
+  return 0;
+}
+
 struct tc_image *
 tc_image_new(const struct tc_objstore *os, uint32_t block_size, uint64_t size,
              const struct tc_layer_desc *layers, int nlayers, bool readonly)
@@ -251,8 +308,7 @@ tc_image_new(const struct tc_objstore *os, uint32_t block_size, uint64_t size,
     return NULL;
   }
   struct tc_image *img = calloc(1, sizeof *img);
-  if (!img || !(img->layers = calloc(nlayers, sizeof *img->layers))) {
-    free(img);
+  if (!img) {
     tc_error(ENOMEM, "image: out of memory");
     return NULL;
   }
@@ -261,38 +317,22 @@ tc_image_new(const struct tc_objstore *os, uint32_t block_size, uint64_t size,
   img->size = size;
   img->readonly = readonly;
   pthread_mutex_init(&img->lock, NULL);
+  /* Writers first: a layer switch waits for the I/O running, not for
+   * every I/O that keeps arriving. */
+  pthread_rwlockattr_t ra;
+  pthread_rwlockattr_init(&ra);
+  pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&img->layers_lock, &ra);
+  pthread_rwlockattr_destroy(&ra);
   if (!readonly && !(img->locks = tc_sector_locks_get(os->ctx, layers[0].inode))) {
     tc_image_free(img);
     return NULL;
   }
-  for (int i = 0; i < nlayers; i++) {
-    struct layer *l = &img->layers[i];
-    l->inode = layers[i].inode;
-    l->encrypted = layers[i].encrypted;
-    pthread_mutex_init(&l->xts.lock, NULL);
-    img->nlayers = i + 1;
-    if (l->encrypted) {
-      memcpy(l->xts.key, layers[i].key, TC_XTS_KEY_SIZE);
-      /* Check the key now (equal halves are refused) and seed the pool. */
-      struct tc_xts *x = xts_get(&l->xts);
-      if (!x) {
-        tc_image_free(img);
-        return NULL;
-      }
-      xts_put(&l->xts, x);
-    }
-    if (layers[i].integrity) {
-      if (!l->encrypted) {
-        tc_error(EINVAL, "image %s: an authenticated layer needs a key", layers[i].name ? layers[i].name : "?");
-        tc_image_free(img);
-        return NULL;
-      }
-      if (!(l->integ = tc_integrity_new(layers[i].key, l->inode, layers[i].name ? layers[i].name : "?"))) {
-        tc_image_free(img);
-        return NULL;
-      }
-    }
+  if (layers_build(layers, nlayers, &img->layers) < 0) {
+    tc_image_free(img);
+    return NULL;
   }
+  img->nlayers = nlayers;
   return img;
 }
 
@@ -303,14 +343,75 @@ tc_image_free(struct tc_image *img)
     return;
   if (img->close_fn)
     img->close_fn(img->close_arg, img);
-  for (int i = 0; i < img->nlayers; i++) {
-    xts_pool_destroy(&img->layers[i].xts);
-    tc_integrity_free(img->layers[i].integ);
-  }
-  free(img->layers);
+  layers_destroy(img->layers, img->nlayers);
   tc_sector_locks_put(img->locks);
+  pthread_rwlock_destroy(&img->layers_lock);
   pthread_mutex_destroy(&img->lock);
   free(img);
+}
+
+void
+tc_image_set_switch_hook(struct tc_image *img, int (*fn)(void *arg, struct tc_image *img), void *arg)
+{
+  img->switch_fn = fn;
+  img->switch_arg = arg;
+}
+
+void
+tc_image_mark_stale(struct tc_image *img)
+{
+  __atomic_store_n(&img->stale, true, __ATOMIC_RELEASE);
+}
+
+int
+tc_image_replace_layers(struct tc_image *img, uint64_t expect_top, const struct tc_layer_desc *layers, int nlayers)
+{
+  if (nlayers < 1)
+    return tc_error(EINVAL, "image: a chain of %d layers", nlayers);
+  struct layer *nl;
+  if (layers_build(layers, nlayers, &nl) < 0)
+    return -1;
+  struct tc_sector_locks *locks = NULL;
+  if (!tc_image_readonly(img) && !(locks = tc_sector_locks_get(img->os.ctx, layers[0].inode))) {
+    layers_destroy(nl, nlayers);
+    return -1;
+  }
+  pthread_rwlock_wrlock(&img->layers_lock);
+  bool same = img->layers[0].inode == expect_top;
+  struct layer *old = img->layers;
+  int nold = img->nlayers;
+  struct tc_sector_locks *oldlocks = img->locks;
+  if (same) {
+    /* No I/O runs: no range of the old sector locks is held. The locks
+     * follow the top inode, so this handle shares them with the handles
+     * opened on the new top. */
+    img->layers = nl;
+    img->nlayers = nlayers;
+    if (locks)
+      img->locks = locks;
+  }
+  pthread_rwlock_unlock(&img->layers_lock);
+  if (same) {
+    layers_destroy(old, nold);
+    if (locks)
+      tc_sector_locks_put(oldlocks);
+  }
+  else {
+    layers_destroy(nl, nlayers);
+    tc_sector_locks_put(locks);
+  }
+  return same;
+}
+
+int
+tc_image_layer_inodes(struct tc_image *img, uint64_t *out, int max)
+{
+  pthread_rwlock_rdlock(&img->layers_lock);
+  int n = img->nlayers < max ? img->nlayers : max;
+  for (int i = 0; i < n; i++)
+    out[i] = img->layers[i].inode;
+  pthread_rwlock_unlock(&img->layers_lock);
+  return n;
 }
 
 void
@@ -386,6 +487,69 @@ check_range(struct tc_image *img, uint64_t len, uint64_t off, bool write)
   return 0;
 }
 
+/* Run body(img, arg) under the chain's read lock. When the chain was marked
+ * stale, or the OSDs refused the top layer (EROFS: fenced by a snapshot or
+ * a re-key) or a layer (ESTALE: retired), the switch hook reloads it and
+ * the body runs again on the new chain: a handle follows its image to the
+ * new top and no error reaches its user. */
+static int
+run_io(struct tc_image *img, int (*body)(struct tc_image *img, void *arg), void *arg)
+{
+  for (int attempt = 0;; attempt++) {
+    if (img->switch_fn && __atomic_exchange_n(&img->stale, false, __ATOMIC_ACQ_REL) &&
+        img->switch_fn(img->switch_arg, img) < 0) {
+      tc_image_mark_stale(img);   /* try again before the next I/O */
+      return -1;
+    }
+    pthread_rwlock_rdlock(&img->layers_lock);
+    int r = body(img, arg);
+    int e = errno;
+    pthread_rwlock_unlock(&img->layers_lock);
+    if (r == 0 || !img->switch_fn || (e != EROFS && e != ESTALE)) {
+      errno = e;
+      return r;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", tc_last_error());
+    int sw = img->switch_fn(img->switch_arg, img);
+    if (sw < 0)
+      return -1;
+    if (sw == 0)
+      return tc_error(e, "%s", msg);
+    if (attempt == 16)
+      return tc_error(e, "%s (the image's layers kept changing)", msg);
+  }
+}
+
+struct io {
+  const void *wbuf;
+  void *rbuf;
+  uint64_t len, off;
+  bool may_trim;
+  uint64_t pos;            /* extents: the window */
+  uint8_t *alloc;
+  struct tc_objop *ops;
+  uint8_t *bitmaps;
+};
+
+static int
+read_body(struct tc_image *img, void *arg)
+{
+  struct io *a = arg;
+  uint64_t off = a->off, len = a->len;
+  if (off % SECTOR == 0 && len % SECTOR == 0)
+    return image_read_sectors(img, a->rbuf, off, len);
+  uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
+  uint8_t *tmp = aligned_alloc(SECTOR, a1 - a0);
+  if (!tmp)
+    return tc_error(ENOMEM, "image read: out of memory");
+  int r = image_read_sectors(img, tmp, a0, a1 - a0);
+  if (r == 0)
+    memcpy(a->rbuf, tmp + (off - a0), len);
+  free(tmp);
+  return r;
+}
+
 int
 tc_image_read(struct tc_image *img, void *buf, uint64_t len, uint64_t off)
 {
@@ -393,17 +557,8 @@ tc_image_read(struct tc_image *img, void *buf, uint64_t len, uint64_t off)
     return -1;
   if (len == 0)
     return 0;
-  if (off % SECTOR == 0 && len % SECTOR == 0)
-    return image_read_sectors(img, buf, off, len);
-  uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
-  uint8_t *tmp = aligned_alloc(SECTOR, a1 - a0);
-  if (!tmp)
-    return tc_error(ENOMEM, "image read: out of memory");
-  int r = image_read_sectors(img, tmp, a0, a1 - a0);
-  if (r == 0)
-    memcpy(buf, tmp + (off - a0), len);
-  free(tmp);
-  return r;
+  struct io a = { .rbuf = buf, .len = len, .off = off };
+  return run_io(img, read_body, &a);
 }
 
 /* Write with the sector range already locked. buf == NULL writes zeros. */
@@ -415,6 +570,20 @@ write_locked(struct tc_image *img, const void *buf, uint64_t len, uint64_t off)
   return image_write_partial(img, buf, len, off);
 }
 
+static int
+write_body(struct tc_image *img, void *arg)
+{
+  struct io *a = arg;
+  uint64_t a0 = a->off / SECTOR * SECTOR, a1 = (a->off + a->len + SECTOR - 1) / SECTOR * SECTOR;
+  struct tc_sector_range held;
+  tc_sector_lock(img->locks, &held, a0, a1);
+  int r = write_locked(img, a->wbuf, a->len, a->off);
+  int e = errno;
+  tc_sector_unlock(img->locks, &held);
+  errno = e;
+  return r;
+}
+
 int
 tc_image_write(struct tc_image *img, const void *buf, uint64_t len, uint64_t off)
 {
@@ -422,12 +591,8 @@ tc_image_write(struct tc_image *img, const void *buf, uint64_t len, uint64_t off
     return -1;
   if (len == 0)
     return 0;
-  uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
-  struct tc_sector_range held;
-  tc_sector_lock(img->locks, &held, a0, a1);
-  int r = write_locked(img, buf, len, off);
-  tc_sector_unlock(img->locks, &held);
-  return r;
+  struct io a = { .wbuf = buf, .len = len, .off = off };
+  return run_io(img, write_body, &a);
 }
 
 int
@@ -437,12 +602,20 @@ tc_image_flush(struct tc_image *img)
   return image_run_ops(img, &op, 1, "flush");
 }
 
+static bool
+zero_fast(const struct tc_image *img, bool may_trim)
+{
+  /* An authenticated layer writes zeros (with tags): a deallocated sector
+   * whose tag says written would fail its check. */
+  return may_trim && img->nlayers == 1 && !img->layers[0].integ;
+}
+
 /* Zero whole sectors [off, off+len): deallocate when nothing can show
  * through from a parent, else write zeros (encrypted like any data). */
 static int
 zero_sectors(struct tc_image *img, uint64_t off, uint64_t len, bool may_trim)
 {
-  if (tc_image_zero_fast(img, may_trim)) {
+  if (zero_fast(img, may_trim)) {
     struct tc_objop *ops = calloc(count_chunks(img, off, len), sizeof *ops);
     if (!ops)
       return tc_error(ENOMEM, "image trim: out of memory");
@@ -465,13 +638,11 @@ zero_sectors(struct tc_image *img, uint64_t off, uint64_t len, bool may_trim)
   return r;
 }
 
-int
-tc_image_zero(struct tc_image *img, uint64_t len, uint64_t off, bool may_trim)
+static int
+zero_body(struct tc_image *img, void *arg)
 {
-  if (check_range(img, len, off, true) < 0)
-    return -1;
-  if (len == 0)
-    return 0;
+  struct io *a = arg;
+  uint64_t off = a->off, len = a->len;
   uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
   /* The whole sectors inside the range, and the partial ends. */
   uint64_t w0 = (off + SECTOR - 1) / SECTOR * SECTOR, w1 = (off + len) / SECTOR * SECTOR;
@@ -484,26 +655,66 @@ tc_image_zero(struct tc_image *img, uint64_t len, uint64_t off, bool may_trim)
     if (off < w0)
       r = write_locked(img, NULL, w0 - off, off);
     if (r == 0)
-      r = zero_sectors(img, w0, w1 - w0, may_trim);
+      r = zero_sectors(img, w0, w1 - w0, a->may_trim);
     if (r == 0 && w1 < off + len)
       r = write_locked(img, NULL, off + len - w1, w1);
   }
+  int e = errno;
   tc_sector_unlock(img->locks, &held);
+  errno = e;
   return r;
+}
+
+int
+tc_image_zero(struct tc_image *img, uint64_t len, uint64_t off, bool may_trim)
+{
+  if (check_range(img, len, off, true) < 0)
+    return -1;
+  if (len == 0)
+    return 0;
+  struct io a = { .len = len, .off = off, .may_trim = may_trim };
+  return run_io(img, zero_body, &a);
 }
 
 bool
 tc_image_zero_fast(const struct tc_image *img, bool may_trim)
 {
-  /* An authenticated layer writes zeros (with tags): a deallocated sector
-   * whose tag says written would fail its check. */
-  return may_trim && img->nlayers == 1 && !img->layers[0].integ;
+  struct tc_image *m = (struct tc_image *) img;
+  pthread_rwlock_rdlock(&m->layers_lock);
+  bool r = zero_fast(img, may_trim);
+  pthread_rwlock_unlock(&m->layers_lock);
+  return r;
 }
 
 int
 tc_image_trim(struct tc_image *img, uint64_t len, uint64_t off)
 {
   return tc_image_zero(img, len, off, true);
+}
+
+/* Which sectors of the window [a->pos, a->pos + a->len) some layer holds. */
+static int
+extents_body(struct tc_image *img, void *arg)
+{
+  struct io *a = arg;
+  uint64_t pos = a->pos, n = a->len;
+  size_t bmstride = img->block_size / SECTOR / 8 + 1;
+  int r = 0;
+  memset(a->alloc, 0, n / SECTOR);
+  for (int l = 0; l < img->nlayers && r == 0; l++) {
+    if (img->layers[l].integ) {
+      r = tc_integrity_present(img->layers[l].integ, &img->os, img->block_size, pos, n, a->alloc);
+      continue;
+    }
+    int k = make_chunks(img, a->ops, TC_OBJ_BITMAP, img->layers[l].inode, pos, n, NULL, a->bitmaps, bmstride);
+    memset(a->bitmaps, 0, (size_t) k * bmstride);
+    r = image_run_ops(img, a->ops, k, "extents");
+    for (int i = 0; i < k && r == 0; i++)
+      for (uint64_t s = 0; s < a->ops[i].len / SECTOR; s++)
+        if (bit(a->ops[i].bitmap, s))
+          a->alloc[(a->ops[i].offset - pos) / SECTOR + s] = 1;
+  }
+  return r;
 }
 
 int
@@ -527,20 +738,8 @@ tc_image_extents(struct tc_image *img, uint64_t len, uint64_t off, tc_extent_cb 
   int run_alloc = -1;
   for (uint64_t pos = a0; pos < a1 && r == 0; pos += window) {
     uint64_t n = a1 - pos < window ? a1 - pos : window;
-    memset(alloc, 0, n / SECTOR);
-    for (int l = 0; l < img->nlayers && r == 0; l++) {
-      if (img->layers[l].integ) {
-        r = tc_integrity_present(img->layers[l].integ, &img->os, img->block_size, pos, n, alloc);
-        continue;
-      }
-      int k = make_chunks(img, ops, TC_OBJ_BITMAP, img->layers[l].inode, pos, n, NULL, bitmaps, bmstride);
-      memset(bitmaps, 0, (size_t) k * bmstride);
-      r = image_run_ops(img, ops, k, "extents");
-      for (int i = 0; i < k && r == 0; i++)
-        for (uint64_t s = 0; s < ops[i].len / SECTOR; s++)
-          if (bit(ops[i].bitmap, s))
-            alloc[(ops[i].offset - pos) / SECTOR + s] = 1;
-    }
+    struct io a = { .pos = pos, .len = n, .alloc = alloc, .ops = ops, .bitmaps = bitmaps };
+    r = run_io(img, extents_body, &a);
     for (uint64_t s = 0; s < n / SECTOR && r == 0; s++) {
       if (run_alloc == alloc[s])
         continue;

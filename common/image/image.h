@@ -40,6 +40,27 @@ void tc_image_free(struct tc_image *img);
  * image (e.g. the cluster client) releases what it holds for it there. */
 void tc_image_set_close_hook(struct tc_image *img, void (*fn)(void *arg, struct tc_image *img), void *arg);
 
+/* The layer switch (common/README.md, "Layer switch and re-key"): when the
+ * image's chain changed under an open handle (a snapshot or a re-key put a
+ * new top layer above it, a re-key finished), fn(arg, img) reloads it and
+ * calls tc_image_replace_layers. It runs on the I/O caller's thread, with
+ * no lock of the image held: before the next read or write once
+ * tc_image_mark_stale was called, and when the OSD refused a write to the
+ * top layer (EROFS: fenced) or a read of a layer (ESTALE: retired), after
+ * which the I/O is retried on the new chain. fn returns 1 when the chain
+ * changed, 0 when there is nothing to move to (the error stands), -1 on
+ * error. */
+void tc_image_set_switch_hook(struct tc_image *img, int (*fn)(void *arg, struct tc_image *img), void *arg);
+/* The chain may have changed: reload it before the next I/O. Thread-safe. */
+void tc_image_mark_stale(struct tc_image *img);
+/* Swap in a new chain if the top layer is still expect_top; waits until no
+ * I/O of this handle is running. 1 swapped, 0 the top was not expect_top,
+ * -1 on error (the old chain stays). */
+int tc_image_replace_layers(struct tc_image *img, uint64_t expect_top, const struct tc_layer_desc *layers,
+                            int nlayers);
+/* The inodes of the chain, top first, into out[0..max): their number. */
+int tc_image_layer_inodes(struct tc_image *img, uint64_t *out, int max);
+
 uint64_t tc_image_size(const struct tc_image *img);
 void tc_image_set_size(struct tc_image *img, uint64_t size);
 bool tc_image_readonly(const struct tc_image *img);

@@ -106,6 +106,9 @@ kv_text(struct tc_kv_result *res, char *buf, size_t len)
            res->n_kvs ? (const char *) res->kvs[0].value : "");
 }
 
+static int alloc_txn_succ(struct tc_client *cl, struct tc_image_meta *m, const struct tc_kv_cmp *xcmp, size_t nx,
+                          const struct tc_kv_op *xops0, size_t nxo, struct tc_image_meta *succ);
+
 /* Allocate an inode number for m in m->pool and, in one transaction, put
  * m's record, /index/image/<m->name> -> it, the new maxid, and the extra
  * operations, if the extra compares hold. Returns 1 when done, 0 when an
@@ -114,6 +117,18 @@ static int
 alloc_txn(struct tc_client *cl, struct tc_image_meta *m, const struct tc_kv_cmp *xcmp, size_t nx,
           const struct tc_kv_op *xops, size_t nxo)
 {
+  return alloc_txn_succ(cl, m, xcmp, nx, xops, nxo, NULL);
+}
+
+/* The same; succ (may be NULL): a record that gets next_id = m's new id,
+ * put as the first extra operation (whose value is ignored). */
+static int
+alloc_txn_succ(struct tc_client *cl, struct tc_image_meta *m, const struct tc_kv_cmp *xcmp, size_t nx,
+               const struct tc_kv_op *xops0, size_t nxo, struct tc_image_meta *succ)
+{
+  struct tc_kv_op xops[8];
+  for (size_t i = 0; i < nxo && i < 8; i++)
+    xops[i] = xops0[i];
   struct tc_kv *kv = tc_client_kv(cl);
   char kmax[256], kidx[512], kino[256];
   tc_client_key(cl, kmax, sizeof kmax, "/index/maxid/%" PRIu64, m->pool);
@@ -137,9 +152,18 @@ alloc_txn(struct tc_client *cl, struct tc_image_meta *m, const struct tc_kv_cmp 
     if (m->id >= 1ULL << TC_POOL_SHIFT)
       return tc_error(ENOSPC, "pool %" PRIu64 ": no inode numbers left", m->pool);
     tc_client_key(cl, kino, sizeof kino, "/config/inode/%" PRIu64 "/%" PRIu64, m->pool, m->id);
-    char *json = tc_image_meta_json(m);
+    char *json = tc_image_meta_json(m), *sjson = NULL;
     if (!json)
       return -1;
+    if (succ) {
+      succ->next_pool = m->pool;
+      succ->next_id = m->id;
+      if (!(sjson = tc_image_meta_json(succ))) {
+        free(json);
+        return -1;
+      }
+      xops[0].value = sjson;
+    }
     char idx[96], nmax[32];
     snprintf(idx, sizeof idx, "{\"id\":%" PRIu64 ",\"pool_id\":%" PRIu64 "}", m->id, m->pool);
     snprintf(nmax, sizeof nmax, "%" PRIu64, m->id);
@@ -159,6 +183,7 @@ alloc_txn(struct tc_client *cl, struct tc_image_meta *m, const struct tc_kv_cmp 
     struct tc_kv_txn txn = { cmp, nc, ops, no, check, 2 };
     int r = tc_kv_txn(kv, &txn, &res);
     free(json);
+    free(sjson);
     if (r < 0)
       return tc_error(errno, "image %s: %s", m->name, tc_last_error());
     bool ok = res.succeeded;
@@ -318,14 +343,15 @@ snapshot_txn(struct tc_client *cl, const char *snap, const char *name, bool set_
       tc_image_meta_clear(&m);
       return tc_error(EACCES, "image %s: permission denied (snapshots need write access)", name);
     }
-    /* The old inode becomes NAME@SNAP, read-only ... */
-    char *oldname = m.name;
-    bool oldro = m.readonly;
-    m.name = (char *) snap;
-    m.readonly = true;
-    char *snapjson = tc_image_meta_json(&m);
-    m.name = oldname;
-    m.readonly = oldro;
+    if (m.rekey_from) {
+      tc_image_meta_clear(&m);
+      return tc_error(EBUSY, "image %s: a re-key is in progress (tromcho modify %s --rekey resume)", name, name);
+    }
+    /* The old inode becomes NAME@SNAP, read-only, with NAME's new inode as
+     * its successor (open handles of NAME move there: client.c) ... */
+    struct tc_image_meta snapm = m;
+    snapm.name = (char *) snap;
+    snapm.readonly = true;
     /* ... and NAME a new inode on top of it. */
     struct tc_image_meta live = m;
     live.parent_pool = m.pool;
@@ -345,11 +371,10 @@ snapshot_txn(struct tc_client *cl, const char *snap, const char *name, bool set_
       { .key = ksnap, .target = TC_KV_CMP_VERSION, .result = TC_KV_EQUAL, .number = 0 },
     };
     struct tc_kv_op ops[2] = {
-      { .type = TC_KV_PUT, .key = kold, .value = snapjson },
+      { .type = TC_KV_PUT, .key = kold },
       { .type = TC_KV_PUT, .key = ksnap, .value = sidx },
     };
-    int r = snapjson ? alloc_txn(cl, &live, cmp, 3, ops, 2) : -1;
-    free(snapjson);
+    int r = alloc_txn_succ(cl, &live, cmp, 3, ops, 2, &snapm);
     tc_image_meta_clear(&m);
     if (r < 0)
       return -1;

@@ -32,7 +32,14 @@ struct tc_image {
   int nlayers;
   struct layer *layers;
   pthread_mutex_t lock;     /* protects size and ro_why */
-  struct tc_sector_locks *locks;   /* shared by every handle of the image */
+  struct tc_sector_locks *locks;   /* shared by every handle of the image (of its top inode) */
+  /* layers, nlayers and locks change only under the write lock, which
+   * tc_image_replace_layers takes once no I/O holds the read lock: every
+   * read, write, zero and extents call holds it for its whole run. */
+  pthread_rwlock_t layers_lock;
+  bool stale;                /* the KV says the chain changed: reload it before the next I/O */
+  int (*switch_fn)(void *arg, struct tc_image *img);
+  void *switch_arg;
   char ro_why[200];          /* why it became read-only (or revoked) while open */
   bool revoked;              /* key shredded: no I/O at all */
   void (*close_fn)(void *arg, struct tc_image *img);
