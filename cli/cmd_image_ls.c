@@ -273,6 +273,18 @@ cmd_image_info(int argc, char **argv, struct tc_config *cfg)
     tc_client_free(cl);
     return cli_fail("info");
   }
+  /* A re-key in progress (tromcho modify --rekey): the copy's watermark. */
+  uint64_t rk_done = m.rekey_from ? (m.parent_id == m.rekey_from ? m.rekey_done : m.size) : 0;
+  if (rk_done > m.size)
+    rk_done = m.size;
+  const char *rk_phase = m.parent_id == m.rekey_from ? "copying" : "deleting the old layer";
+  if (m.rekey_from) {
+    json_object *rk = json_object_new_object();
+    json_object_object_add(rk, "copied", json_object_new_int64((int64_t) rk_done));
+    json_object_object_add(rk, "total", json_object_new_int64((int64_t) m.size));
+    json_object_object_add(rk, "phase", json_object_new_string(rk_phase));
+    json_object_object_add(o, "rekey", rk);
+  }
   if (json)
     printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
   else {
@@ -288,6 +300,11 @@ cmd_image_info(int argc, char **argv, struct tc_config *cfg)
     printf("encrypted:    %s\n", m.enc_key ? (strncmp(m.enc_key, "vault:", 6) ? "yes (key in the KV)" : "yes (key in Vault)") : "no");
     printf("integrity:    %s\n", m.integrity ? "yes (every sector authenticated)" : "no");
     printf("readonly:     %s\n", m.readonly ? "yes" : "no");
+    if (m.rekey_from)
+      printf("rekey:        %" PRIu64 "%% (%" PRIu64 "/%" PRIu64 ", %s; resume: tromcho modify %s --rekey resume)\n",
+             m.size ? rk_done * 100 / m.size : 100, rk_done, m.size, rk_phase, m.name);
+    else
+      printf("rekey:        -\n");
     printf("writable:     %s\n", writable ? "yes" : "no");
     printf("owner:        %s\n", m.owner ? m.owner : "-");
     printf("owner_group:  %s\n", m.owner_group ? m.owner_group : "-");

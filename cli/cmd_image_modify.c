@@ -22,10 +22,39 @@ name_call(const char *cmd, const struct tc_config *cfg, const char *call, const 
   return 0;
 }
 
+/* modify NAME --rekey auto|HEX|vault:ID|resume: re-encrypt the image
+ * online with a new key (image_admin.h), showing progress; a run that was
+ * killed is continued by any later one. */
+static int
+modify_rekey(const char *name, const char *spec, bool others, struct tc_config *cfg)
+{
+  if (others) {
+    fprintf(stderr, "tromcho modify: --rekey goes alone (change the rest in another modify)\n");
+    return 1;
+  }
+  if (cli_api_enabled(cfg)) {
+    fprintf(stderr, "tromcho modify: --rekey runs in this process for as long as the copy takes: run it without "
+            "api_url\n");
+    return 1;
+  }
+  struct tc_client *cl = cli_client("modify", cfg);
+  if (!cl)
+    return 1;
+  struct cli_progress pr;
+  cli_progress_start(&pr, "rekey", 0);
+  int r = tc_admin_rekey(cl, name, strcmp(spec, "resume") ? spec : NULL, cli_progress_cb, &pr);
+  cli_progress_end(&pr);
+  tc_client_free(cl);
+  if (r < 0)
+    return cli_fail("modify");
+  printf("Image %s re-keyed\n", name);
+  return 0;
+}
+
 int
 cmd_image_modify(int argc, char **argv, struct tc_config *cfg)
 {
-  const char *resize = NULL, *pos[1];
+  const char *resize = NULL, *rekey = NULL, *pos[1];
   bool ro = false, rw = false;
   struct tc_admin_modify_opts o = { .readonly = -1 };
   int npos;
@@ -33,7 +62,7 @@ cmd_image_modify(int argc, char **argv, struct tc_config *cfg)
     { "--resize", NULL, &resize, NULL }, { "--rename", NULL, &o.rename, NULL },
     { "--readonly", NULL, NULL, &ro }, { "--readwrite", NULL, NULL, &rw },
     { "--owner", NULL, &o.owner, NULL }, { "--owner_group", NULL, &o.owner_group, NULL },
-    { "--reader_group", NULL, &o.reader_group, NULL }, { NULL },
+    { "--reader_group", NULL, &o.reader_group, NULL }, { "--rekey", NULL, &rekey, NULL }, { NULL },
   };
   if (cli_parse("modify", argc, argv, opts, pos, 1, &npos) < 0)
     return 1;
@@ -48,6 +77,9 @@ cmd_image_modify(int argc, char **argv, struct tc_config *cfg)
   o.readonly = ro ? 1 : rw ? 0 : -1;
   if (resize && cli_size("modify", "--resize", resize, &o.resize) < 0)
     return 1;
+  if (rekey)
+    return modify_rekey(pos[0], rekey, resize || o.rename || ro || rw || o.owner || o.owner_group ||
+                        o.reader_group, cfg);
   if (cli_api_enabled(cfg)) {
     json_object *b = json_object_new_object();
     if (o.resize)

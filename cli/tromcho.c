@@ -25,7 +25,8 @@ static const struct tc_command commands[] = {
   { "ls", cmd_image_ls, "ls [--json]                       images you may read: size, used, layers, encryption" },
   { "info", cmd_image_info, "info NAME [--json]                one image's record" },
   { "modify", cmd_image_modify, "modify NAME [--resize SIZE] [--rename NEW] [--readonly|--readwrite] [--owner U]\n"
-    "       [--owner_group G] [--reader_group G]                      change an image" },
+    "       [--owner_group G] [--reader_group G]                      change an image\n"
+    "       modify NAME --rekey auto|HEX|vault:ID|resume              re-encrypt it online with a new key" },
   { "snap-create", cmd_image_snap_create, "snap-create NAME@SNAP [--enc_key auto|none|HEX|vault:ID]\n"
     "                                   snapshot an image (--enc_key: its new top layer's own key; the snapshot keeps the old)" },
   { "clone", cmd_image_clone, "clone NAME@SNAP NEW [--enc_key auto|none|HEX|vault:ID] [--integrity] [--pool P]  a new image over a snapshot\n"

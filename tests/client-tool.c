@@ -12,6 +12,7 @@
  *                                          sector must be one writers' version
  *   client-tool objects POOL ID            count the objects of inode POOL/ID
  *                                          on the OSDs (SEC_LIST)
+ *   client-tool usage INODE                bytes the OSDs hold of INODE (SEC_LIST)
  *   client-tool snapwatch IMAGE            open IMAGE read-write, snapshot it with
  *                                          `tromcho snap-create IMAGE@live` from
  *                                          outside: the handle's writes go on, into
@@ -36,6 +37,7 @@
 #include "crypto.h"
 #include "error.h"
 #include "image.h"
+#include "image_admin.h"
 #include "log.h"
 #include "tap.h"
 
@@ -56,6 +58,13 @@ die(const char *what)
 {
   fprintf(stderr, "FAIL: %s: %s\n", what, tc_last_error());
   return 1;
+}
+
+static void
+usage_cb(void *opaque, uint64_t inode, uint64_t bytes)
+{
+  (void) inode;
+  *(uint64_t *) opaque += bytes;
 }
 
 static int
@@ -430,7 +439,13 @@ main(int argc, char **argv)
   if (!cl)
     return die("client");
   int r = 1;
-  if (!strcmp(argv[1], "rawread") && argc == 5)
+  if (!strcmp(argv[1], "usage") && argc == 3) {
+    uint64_t inode = strtoull(argv[2], NULL, 0), bytes = 0;
+    r = tc_admin_usage_range(cl, inode, inode, 10000, usage_cb, &bytes) < 0 ? die("usage") : 0;
+    if (r == 0)
+      printf("%" PRIu64 "\n", bytes);
+  }
+  else if (!strcmp(argv[1], "rawread") && argc == 5)
     r = cmd_rawread(cl, argv[2], strtoull(argv[3], NULL, 0), (uint32_t) strtoul(argv[4], NULL, 0));
   else if (!strcmp(argv[1], "rawwrite") && argc == 4)
     r = cmd_rawwrite(cl, argv[2], strtoull(argv[3], NULL, 0), -1);

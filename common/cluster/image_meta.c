@@ -122,8 +122,6 @@ tc_image_meta_parse(struct tc_image_meta *m, uint64_t pool, uint64_t id, const c
   if (r == 0) r = get_bool(o, "retired", &m->retired, what);
   if (r == 0 && m->next_id && !m->next_pool)
     m->next_pool = pool;
-  if (r == 0 && m->rekey_from && m->rekey_from != m->parent_id)
-    r = tc_error(EINVAL, "%s: rekey_from %llu is not its parent", what, (unsigned long long) m->rekey_from);
   if (r == 0 && json_object_object_get_ex(o, "integrity", &f)) {
     if (!json_object_is_type(f, json_type_boolean))
       r = tc_error(EINVAL, "%s: field integrity must be a boolean", what);

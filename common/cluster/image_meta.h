@@ -10,8 +10,9 @@
  *                                   one as the image's top: open handles move there),
  *                                   "hidden": bool (a re-key's old layer: not listed),
  *                                   "retired": bool (its data is deleted: OSDs refuse reads),
- *                                   "rekey_from": ID, "rekey_done": BYTES (this layer is being
- *                                   filled from its parent ID, copied up to BYTES)}
+ *                                   "rekey_from": ID, "rekey_done": BYTES (a re-key of this
+ *                                   layer from inode ID of its pool: while ID is its parent, copied
+ *                                   up to BYTES; then ID's data is being deleted)}
  *   /index/maxid/<pool>            the largest id allocated in the pool
  *
  * The inode number used on the data path carries the pool in its top 16
@@ -47,7 +48,7 @@ struct tc_image_meta {
   uint64_t next_pool, next_id; /* 0, 0: none; else the layer that replaced this one on top */
   bool hidden;                 /* not listed (a re-key's old layer) */
   bool retired;                /* data deleted; kept as the fence of its inode */
-  uint64_t rekey_from;         /* 0: none; else being re-keyed from parent inode id rekey_from */
+  uint64_t rekey_from;         /* 0: none; else being re-keyed from inode id rekey_from (same pool) */
   uint64_t rekey_done;         /* bytes of the image re-keyed so far */
 };
 

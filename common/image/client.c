@@ -295,6 +295,12 @@ read_inode(struct tc_client *cl, uint64_t pool, uint64_t id, struct tc_image_met
 }
 
 int
+tc_client_read_inode(struct tc_client *cl, uint64_t pool, uint64_t id, struct tc_image_meta *m, int64_t *rev)
+{
+  return read_inode(cl, pool, id, m, rev);
+}
+
+int
 tc_client_lookup(struct tc_client *cl, const char *name, struct tc_image_meta *m, int64_t *index_rev,
                  int64_t *inode_rev)
 {
@@ -703,6 +709,11 @@ tc_client_resize(struct tc_client *cl, const char *name, uint64_t size)
       return tc_error(EINVAL, "image %s: size %" PRIu64 " is not a positive multiple of 4096", name, size);
     }
     uint64_t old = m.size;
+    if (m.rekey_from && size < old) {
+      tc_image_meta_clear(&m);
+      /* The copy would bring back the dropped sectors from the old layer. */
+      return tc_error(EBUSY, "image %s: a re-key is in progress: shrink it after the re-key", name);
+    }
     if (m.integrity && size < old) {
       tc_image_meta_clear(&m);
       /* Its tags would outlive the dropped sectors and fail them on regrowth. */

@@ -48,6 +48,9 @@ const char *tc_client_key(const struct tc_client *cl, char *buf, size_t len, con
  * inode keys (for compare-and-swap). ENOENT if absent or unreadable. */
 int tc_client_lookup(struct tc_client *cl, const char *name, struct tc_image_meta *m,
                      int64_t *index_rev, int64_t *inode_rev);
+/* Read the record of inode (pool, id) and its mod_revision (may be NULL);
+ * ENOENT if absent. No rights check. */
+int tc_client_read_inode(struct tc_client *cl, uint64_t pool, uint64_t id, struct tc_image_meta *m, int64_t *rev);
 /* Whether the caller may read / modify an image with this record. */
 bool tc_client_may_read(const struct tc_client *cl, const struct tc_image_meta *m);
 bool tc_client_may_write(const struct tc_client *cl, const struct tc_image_meta *m);

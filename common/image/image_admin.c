@@ -10,11 +10,11 @@
 #include "cluster.h"
 #include "error.h"
 #include "image_admin.h"
+#include "image_admin_int.h"
 #include "kv_client.h"
 #include "log.h"
 #include "perms.h"
 
-#define ATTEMPTS 32
 
 int
 tc_admin_check_name(const char *name, bool snapshot)
@@ -67,9 +67,8 @@ find_pool(struct tc_client *cl, const char *spec, uint64_t *pool, char **creator
   return r;
 }
 
-/* Turn an --enc_key value into what the record stores (caller frees). */
-static int
-make_key(struct tc_client *cl, const char *name, const char *spec, char **out)
+int
+tc_admin_make_key(struct tc_client *cl, const char *name, const char *spec, char **out)
 {
   *out = NULL;
   if (!spec || !strcmp(spec, "none"))
@@ -106,9 +105,6 @@ kv_text(struct tc_kv_result *res, char *buf, size_t len)
            res->n_kvs ? (const char *) res->kvs[0].value : "");
 }
 
-static int alloc_txn_succ(struct tc_client *cl, struct tc_image_meta *m, const struct tc_kv_cmp *xcmp, size_t nx,
-                          const struct tc_kv_op *xops0, size_t nxo, struct tc_image_meta *succ);
-
 /* Allocate an inode number for m in m->pool and, in one transaction, put
  * m's record, /index/image/<m->name> -> it, the new maxid, and the extra
  * operations, if the extra compares hold. Returns 1 when done, 0 when an
@@ -117,13 +113,11 @@ static int
 alloc_txn(struct tc_client *cl, struct tc_image_meta *m, const struct tc_kv_cmp *xcmp, size_t nx,
           const struct tc_kv_op *xops, size_t nxo)
 {
-  return alloc_txn_succ(cl, m, xcmp, nx, xops, nxo, NULL);
+  return tc_admin_alloc_txn_succ(cl, m, xcmp, nx, xops, nxo, NULL);
 }
 
-/* The same; succ (may be NULL): a record that gets next_id = m's new id,
- * put as the first extra operation (whose value is ignored). */
-static int
-alloc_txn_succ(struct tc_client *cl, struct tc_image_meta *m, const struct tc_kv_cmp *xcmp, size_t nx,
+int
+tc_admin_alloc_txn_succ(struct tc_client *cl, struct tc_image_meta *m, const struct tc_kv_cmp *xcmp, size_t nx,
                const struct tc_kv_op *xops0, size_t nxo, struct tc_image_meta *succ)
 {
   struct tc_kv_op xops[8];
@@ -268,7 +262,7 @@ tc_admin_create(struct tc_client *cl, const struct tc_admin_create_opts *o)
       goto out;
     }
   }
-  else if (make_key(cl, o->name, o->enc_key, &m.enc_key) < 0)
+  else if (tc_admin_make_key(cl, o->name, o->enc_key, &m.enc_key) < 0)
     goto out;
   if (o->integrity && !m.enc_key) {
     r = tc_error(EINVAL, "image %s: --integrity needs a key (--enc_key)", o->name);
@@ -319,7 +313,7 @@ tc_admin_snapshot_key(struct tc_client *cl, const char *snap, const char *enc_ke
   snprintf(name, sizeof name, "%.*s", (int) (at - snap), snap);
   /* The new top layer's key, made once: a retry must not change it. */
   char *newkey = NULL;
-  if (enc_key && make_key(cl, name, enc_key, &newkey) < 0)
+  if (enc_key && tc_admin_make_key(cl, name, enc_key, &newkey) < 0)
     return -1;
   int result = snapshot_txn(cl, snap, name, enc_key != NULL, newkey);
   if (newkey) {
@@ -374,7 +368,7 @@ snapshot_txn(struct tc_client *cl, const char *snap, const char *name, bool set_
       { .type = TC_KV_PUT, .key = kold },
       { .type = TC_KV_PUT, .key = ksnap, .value = sidx },
     };
-    int r = alloc_txn_succ(cl, &live, cmp, 3, ops, 2, &snapm);
+    int r = tc_admin_alloc_txn_succ(cl, &live, cmp, 3, ops, 2, &snapm);
     tc_image_meta_clear(&m);
     if (r < 0)
       return -1;
@@ -448,9 +442,8 @@ run_many(struct tc_client *cl, struct tc_objop *ops, size_t n, tc_admin_progress
   return 0;
 }
 
-/* DELETE every object of inode (SEC_LIST to find them). */
-static int
-delete_objects(struct tc_client *cl, uint64_t inode, tc_admin_progress_fn fn, void *arg)
+int
+tc_admin_delete_objects(struct tc_client *cl, uint64_t inode, tc_admin_progress_fn fn, void *arg)
 {
   uint32_t bs;
   if (tc_client_block_size(cl, TC_INODE_POOL(inode), &bs) < 0)
@@ -591,7 +584,7 @@ tc_admin_delete_shred_progress(struct tc_client *cl, const char *name, bool shre
     if (shred_rev)
       *shred_rev = at;
   }
-  if (delete_objects(cl, TC_INODE(m.pool, m.id), fn, arg) < 0) {
+  if (tc_admin_delete_objects(cl, TC_INODE(m.pool, m.id), fn, arg) < 0) {
     r = tc_error(errno, "image %s: deleting its data: %s", name, tc_last_error());
     goto out;
   }

@@ -64,6 +64,19 @@ int tc_admin_delete_progress(struct tc_client *cl, const char *name, tc_admin_pr
 int tc_admin_delete_shred_progress(struct tc_client *cl, const char *name, bool shred, int64_t *shred_rev,
                                    tc_admin_progress_fn fn, void *arg);
 
+/* Re-key NAME online (common/README.md, "Layer switch and re-key"): a new
+ * top layer with the new key (enc_key: "auto", 128 hex digits or
+ * "vault:ID") above NAME's current one, which is fenced (read-only,
+ * hidden) and copied into it in the background, sector by sector where the
+ * new layer has nothing yet, re-encrypted; then the old layer is retired
+ * (its record keeps no key) and its data deleted. Reads and writes go on
+ * through open handles, which move to the new layer. Resumable at any
+ * point: with enc_key NULL (or when a re-key of NAME is in progress) it
+ * continues the one in progress. fn reports bytes of the image copied.
+ * EINVAL (bad key, no re-key to resume), ENOTSUP (authenticated image),
+ * EROFS (read-only image). */
+int tc_admin_rekey(struct tc_client *cl, const char *name, const char *enc_key, tc_admin_progress_fn fn, void *arg);
+
 struct tc_admin_modify_opts {
   uint64_t resize;            /* 0: keep */
   const char *rename;         /* NULL: keep */

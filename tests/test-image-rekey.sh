@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Online re-key (issue 13 item 4): `tromcho modify NAME --rekey KEY`
+# re-encrypts an image while a verified write load runs through two
+# connections of nbdkit; the re-keying process is killed -9 at random
+# points and resumed (`--rekey resume`) until it finishes. Then: no I/O
+# error reached the NBD client and every byte verifies; `tromcho info` showed
+# the progress meanwhile; the image's stored sectors decrypt with the new
+# key and not with the old one, which is in no record any more; the old
+# layer holds no data and its record is retired; a write sent straight to
+# the old inode is refused by the OSD (EROFS); a snapshot taken afterwards
+# still works.
+. "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
+. "$top_srcdir/tests/kv-functions.sh"
+. "$top_srcdir/tests/cluster-functions.sh"
+. "$top_srcdir/tests/nbd-functions.sh"
+requires_plain_plugin
+requires tromcho tromcho-osd nbdkit curl python3 openssl
+[ -f "$PLUGIN" ] || fail "plugin not built: $PLUGIN"
+PY=/usr/bin/python3
+$PY -c 'import nbd' || fail "python3-libnbd is not installed"
+$PY -c 'import cryptography' || fail "python3-cryptography is not installed"
+TOOL=$top_builddir/tests/client-tool
+OSDC=$top_builddir/tests/osd-client
+
+start_kv
+write_conf
+make_pool 1 8 3 2
+for n in 1 2 3; do start_osd $n; done
+set_pgs 1 8 "1 2 3"
+SIZE=$((96 << 20))
+K1=$(openssl rand -hex 64)
+K2=$(openssl rand -hex 64)
+tromcho create img -s $SIZE --enc_key "$K1" >/dev/null || fail "create img"
+# inode_of IMAGE: "POOL ID" of its index
+inode_of () { kv_get "/index/image/$1" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["pool_id"], d["id"])'; }
+read -r POOL OLD < <(inode_of img)
+
+start_nbdkit load -- config="$CONF" image=img
+STOP=$TESTDIR/stop
+$PY "$top_srcdir/tests/rekey-load.py" $SIZE "$STOP" "$(uri load "")" "$(uri load "")" >"$TESTDIR/writer.log" 2>&1 &
+LOAD=$!
+cleanup_fn "kill $LOAD 2>/dev/null"
+wait_for grep -q "^filled" "$TESTDIR/writer.log" || { cat "$TESTDIR/writer.log"; fail "the load did not start"; }
+
+# Start, kill, resume, kill ... until a run finishes.
+kills=0 seen_progress=0 finished=0
+for round in $(seq 1 30); do
+  if [ $round = 1 ]; then spec=$K2; else spec=resume; fi
+  tromcho modify img --rekey "$spec" >"$TESTDIR/rekey.$round.log" 2>&1 &
+  pid=$!
+  # 0.05 .. 0.8 s, then kill -9 (the first 6 rounds; later ones may finish)
+  t0=$(date +%s.%N)
+  sleep "$(python3 -c "import random; print(random.uniform(0.05, 0.8))")"
+  if [ $round -le 6 ] && kill -9 $pid 2>/dev/null; then
+    wait $pid 2>/dev/null || true
+    kills=$((kills + 1))
+    info=$(tromcho info img) || fail "info after kill $kills: $info"
+    if echo "$info" | grep -Eq '^rekey: +[0-9]+% \([0-9]+/[0-9]+, (copying|deleting)'; then
+      seen_progress=$((seen_progress + 1))
+      echo "after kill $kills: $(echo "$info" | grep '^rekey:')"
+    elif echo "$info" | grep -q '^rekey: *-$'; then
+      echo "kill $kills came after the end"
+      finished=1
+      break
+    else
+      fail "info shows no re-key state after kill $kills: $info"
+    fi
+    continue
+  fi
+  wait $pid || { cat "$TESTDIR/rekey.$round.log"; fail "modify --rekey (round $round) failed"; }
+  echo "round $round finished after $(python3 -c "import time; print(round(time.time() - $t0, 2))") s"
+  grep -q "re-keyed" "$TESTDIR/rekey.$round.log" || fail "round $round: $(cat "$TESTDIR/rekey.$round.log")"
+  finished=1
+  break
+done
+[ $finished = 1 ] || fail "the re-key did not finish in 30 rounds"
+[ $kills -ge 3 ] || fail "only $kills kills landed"
+[ $seen_progress -ge 1 ] || fail "info never showed the re-key in progress"
+tromcho info img | grep -q '^rekey: *-$' || fail "info still shows a re-key: $(tromcho info img)"
+# A resume with nothing to resume says so.
+expect_fail "no re-key in progress" tromcho modify img --rekey resume
+
+# The load goes on a little on the re-keyed image, then verifies everything.
+sleep 2
+touch "$STOP"
+wait $LOAD || { cat "$TESTDIR/writer.log"; fail "the write load failed (an I/O error or a wrong byte)"; }
+cat "$TESTDIR/writer.log"
+grep -q " 0 wrong" "$TESTDIR/writer.log" || fail "the load read wrong bytes"
+grep -Eqi "error|EROFS|ESTALE" "$TESTDIR/writer.log" && fail "errors in the load's log"
+
+# The image's key is the new one; the old key is in no record.
+read -r POOL NEW < <(inode_of img)
+[ "$NEW" != "$OLD" ] || fail "the image is still on its old inode"
+rec=$(kv_get "/config/inode/$POOL/$NEW")
+echo "$rec" | grep -q "$K2" || fail "the image's record does not hold the new key: $rec"
+echo "$rec" | grep -q '"parent_id"' && fail "the image still has a parent: $rec"
+echo "$rec" | grep -q 'rekey_from' && fail "the re-key is still recorded: $rec"
+old=$(kv_get "/config/inode/$POOL/$OLD")
+echo "$old" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["retired"] and d["readonly"] and d["hidden"] and "enc_key" not in d, d' ||
+  fail "the old layer's record is not retired: $old"
+all=$(curl -sf -X POST "$KV_URL/v3/kv/range" -d "{\"key\":\"$(printf /tromcho/ | base64 -w0)\",\"range_end\":\"$(printf /tromcho0 | base64 -w0)\"}" |
+      python3 -c 'import sys,json,base64; [print(base64.b64decode(k["value"]).decode()) for k in json.load(sys.stdin).get("kvs", [])]')
+echo "$all" | grep -q "$K1" && fail "the old key is still in the KV"
+tromcho ls | grep -q "@.rekey" && fail "ls shows the hidden old layer"
+# The old layer holds no data.
+[ "$("$TOOL" usage $(( (POOL << 48) | OLD )))" = 0 ] || fail "the old layer still holds data"
+# Stored sectors: the new key decrypts them to the verified content, the old one does not.
+MODEL=$STOP.model
+for s in 0 17 1000 $(( SIZE / 4096 - 1 )); do
+  "$TOOL" rawread img $((s * 4096)) 4096 > "$TESTDIR/ct" || fail "raw read of sector $s"
+  python3 - "$K2" "$K1" $s "$TESTDIR/ct" "$MODEL" <<'PY' || fail "sector $s: not encrypted with the new key only"
+import sys
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+k2, k1, s = bytes.fromhex(sys.argv[1]), bytes.fromhex(sys.argv[2]), int(sys.argv[3])
+ct = open(sys.argv[4], "rb").read()
+want = open(sys.argv[5], "rb").read()[s * 4096:(s + 1) * 4096]
+def dec(k):
+    d = Cipher(algorithms.AES(k), modes.XTS(s.to_bytes(16, "little"))).decryptor()
+    return d.update(ct) + d.finalize()
+assert ct != want, "stored in plain"
+assert dec(k2) == want, "the new key does not decrypt it"
+assert dec(k1) != want, "the old key still decrypts it"
+PY
+done
+# A write sent straight to the old inode is refused by the OSD.
+out=$("$OSDC" --etcd_address "$KV_URL" write --inode $(( (POOL << 48) | OLD )) --offset 0 --len 4096 --seed 1 --timeout 3 2>&1) &&
+  fail "a write to the old inode passed: $out"
+echo "$out" | grep -qi "read-only" || fail "the write to the old inode failed otherwise: $out"
+# Afterwards the image lives on as any other: a snapshot, a read through nbdkit.
+tromcho snap-create img@after >/dev/null || fail "snap-create after the re-key"
+nbdsh -u "$(uri load "")" -c "assert h.pread(4096, 0) == open('$MODEL', 'rb').read(4096)" || fail "read after the snapshot"
+stop_nbdkit load
+grep -E "tromcho: .*(error|EIO)" "$TESTDIR/load.log" 2>/dev/null | grep -v "0 wrong" && fail "nbdkit logged errors"
+echo "test-image-rekey: ok ($kills kills)"
