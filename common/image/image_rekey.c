@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cluster.h"
 #include "crypto.h"
 #include "error.h"
@@ -238,13 +239,22 @@ rekey_copy(struct tc_client *cl, const char *name, tc_admin_progress_fn fn, void
   if (ne)
     qsort(e, ne, sizeof *e, cmp_offset);
   uint64_t done = nm.rekey_done, total = nm.size;
-  uint64_t t0 = tc_now_ms();
+  uint64_t t0 = tc_now_ms(), start = t0, copied = 0;
+  int64_t rate = tc_config_int(tc_client_config(cl), "rekey_rate");
+  if (rate < 0)
+    rate = 0;
   for (size_t i = 0; i < ne; i++) {
     if (e[i].inode != o_inode || !e[i].bitmap || e[i].offset + bs <= done || (i && e[i].offset == e[i - 1].offset))
       continue;
     if (copy_object(cl, &nm, o_inode, e[i].offset, bs, orev, &k, buf, out, ops) < 0)
       goto out;
     done = e[i].offset + bs;
+    copied += bs;
+    if (rate) {   /* rekey_rate MiB/s: wait until the copy is back on schedule */
+      uint64_t due = start + copied * 1000 / ((uint64_t) rate << 20), now = tc_now_ms();
+      if (due > now)
+        usleep((useconds_t) (due - now) * 1000);
+    }
     if (fn)
       fn(arg, done < total ? done : total, total);
     /* The watermark, every 0.5 s: a crash redoes at most that much (the

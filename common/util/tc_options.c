@@ -69,6 +69,7 @@ const struct tc_opt_def tc_options[] = {
   { "msgr_frame_timeout", TC_OPT_INT, "30", "seconds a half-received frame may stall before the connection is closed" },
   { "msgr_idle_timeout", TC_OPT_INT, "600", "seconds a client (non-OSD) connection with nothing in flight may stay silent before it is closed" },
   /* cluster client */
+  { "rekey_rate", TC_OPT_INT, "0", "tromcho modify --rekey: at most this many MiB/s of the old layer copied (0: no limit), so the re-key leaves the cluster to its users" },
   { "client_op_timeout", TC_OPT_INT, "120", "cluster client: seconds an operation keeps retrying (OSD lost, PG moving) before it fails" },
   { "client_retry_interval", TC_OPT_INT, "100", "cluster client: ms between retries of an operation that waits for an OSD or a new map" },
   { "client_max_dirty_bytes", TC_OPT_INT, "64M", "cluster client: unsynced written bytes kept for replay after an OSD loss before a background sync" },
