@@ -34,7 +34,9 @@ def main():
         h = nbd.NBD()
         h.connect_uri(u)
         hs.append(h)
-    f = os.open(path, os.O_RDWR) if path else None
+    # O_DIRECT: tromcho-fuse then serves each call itself (no page cache
+    # that the NBD writes would leave stale).
+    f = os.open(path, os.O_RDWR | os.O_DIRECT) if path else None
     model = bytearray(size)
     rng = random.Random(os.getpid())
     # Start with the whole image written, so the old layer has every object.

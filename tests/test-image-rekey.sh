@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Online re-key (issue 13 item 4): `tromcho modify NAME --rekey KEY`
 # re-encrypts an image while a verified write load runs through two
-# connections of nbdkit; the re-keying process is killed -9 at random
-# points and resumed (`--rekey resume`) until it finishes. Then: no I/O
+# connections of nbdkit and a file of a tromcho-fuse mount (O_DIRECT); the
+# re-keying process is killed -9 at random points and resumed (`--rekey
+# resume`) until it finishes. Then: no I/O
 # error reached the NBD client and every byte verifies; `tromcho info` showed
 # the progress meanwhile; the image's stored sectors decrypt with the new
 # key and not with the old one, which is in no record any more; the old
@@ -14,7 +15,7 @@
 . "$top_srcdir/tests/cluster-functions.sh"
 . "$top_srcdir/tests/nbd-functions.sh"
 requires_plain_plugin
-requires tromcho tromcho-osd nbdkit curl python3 openssl
+requires tromcho tromcho-osd tromcho-fuse fusermount3 nbdkit curl python3 openssl
 [ -f "$PLUGIN" ] || fail "plugin not built: $PLUGIN"
 PY=/usr/bin/python3
 $PY -c 'import nbd' || fail "python3-libnbd is not installed"
@@ -36,8 +37,15 @@ inode_of () { kv_get "/index/image/$1" | python3 -c 'import json,sys; d=json.loa
 read -r POOL OLD < <(inode_of img)
 
 start_nbdkit load -- config="$CONF" image=img
+MNT=$TESTDIR/mnt
+mkdir -p "$MNT"
+tromcho-fuse "$MNT" -f >"$TESTDIR/fuse.log" 2>&1 &
+fuse_pid=$!
+cleanup_fn "fusermount3 -u '$MNT' 2>/dev/null; stop_pid $fuse_pid"
+wait_for test -f "$MNT/img" || { cat "$TESTDIR/fuse.log"; fail "the FUSE mount did not show the image"; }
 STOP=$TESTDIR/stop
-$PY "$top_srcdir/tests/rekey-load.py" $SIZE "$STOP" "$(uri load "")" "$(uri load "")" >"$TESTDIR/writer.log" 2>&1 &
+$PY "$top_srcdir/tests/rekey-load.py" $SIZE "$STOP" "$(uri load "")" "$(uri load "")" --file "$MNT/img" \
+  >"$TESTDIR/writer.log" 2>&1 &
 LOAD=$!
 cleanup_fn "kill $LOAD 2>/dev/null"
 wait_for grep -q "^filled" "$TESTDIR/writer.log" || { cat "$TESTDIR/writer.log"; fail "the load did not start"; }
@@ -137,5 +145,8 @@ echo "$out" | grep -qi "read-only" || fail "the write to the old inode failed ot
 tromcho snap-create img@after >/dev/null || fail "snap-create after the re-key"
 nbdsh -u "$(uri load "")" -c "assert h.pread(4096, 0) == open('$MODEL', 'rb').read(4096)" || fail "read after the snapshot"
 stop_nbdkit load
+fusermount3 -u "$MNT" || fail "unmount"
+wait $fuse_pid 2>/dev/null
+grep -Ei "error|EROFS|ESTALE" "$TESTDIR/fuse.log" && fail "tromcho-fuse logged errors"
 grep -E "tromcho: .*(error|EIO)" "$TESTDIR/load.log" 2>/dev/null | grep -v "0 wrong" && fail "nbdkit logged errors"
 echo "test-image-rekey: ok ($kills kills)"
