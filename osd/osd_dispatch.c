@@ -59,15 +59,16 @@ allowed(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
 }
 
 /* The fence of a read-only inode (a snapshot, the old layer of a re-key):
- * client writes to it are refused with -EROFS, so a handle that has not yet
- * moved to the image's new top layer learns it must (client.c), and no
- * write lands under a layer that already shadows it. A DELETE still passes:
- * it is how a snapshot's or a retired layer's data is removed. */
+ * client writes and deletes (a trim is one) to it are refused with -EROFS,
+ * so a handle that has not yet moved to the image's new top layer learns it
+ * must (client.c), and nothing lands under a layer that already shadows it.
+ * A retired inode's data may be deleted: that is how a snapshot's or a
+ * re-keyed layer's data is removed (image_admin.c retires it first). */
 static bool
 fenced(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
 {
-  if ((r->op != TC_OP_WRITE && r->op != TC_OP_WRITE_PARTIAL && r->op != TC_OP_WRITE_IF) ||
-      !osd_image_readonly(o, r->inode))
+  if ((r->op != TC_OP_WRITE && r->op != TC_OP_WRITE_PARTIAL && r->op != TC_OP_WRITE_IF && r->op != TC_OP_DELETE) ||
+      !osd_image_readonly(o, r->inode) || (r->op == TC_OP_DELETE && osd_image_retired(o, r->inode)))
     return false;
   if (o->erofs++ % 1000 == 0)   /* a handle retries on the new layer at once: do not flood the log */
     tc_warn("osd %" PRIu64 ": EROFS: %s from %s on read-only inode %" PRIu64 "/%" PRIu64 " offset %" PRIu64

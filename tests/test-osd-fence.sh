@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The fence of a read-only inode (common/README.md, "Layer switch and
 # re-key"): the OSD refuses client writes (WRITE, WRITE_PARTIAL, WRITE_IF)
-# to an inode whose record is read-only with EROFS, still deletes it, and
-# refuses reads of a retired inode with ESTALE. A READ that carries a KV
+# and deletes to an inode whose record is read-only with EROFS, and reads of
+# a retired inode with ESTALE (whose data it deletes). A READ that carries a KV
 # revision is served only once the OSD's image records are that recent:
 # with the watch's reload held back 10 s (osd_kv_settle), a write sent
 # right after the record turned read-only still lands, but once a READ at
@@ -50,9 +50,9 @@ out=$(osd_client write --inode $I --offset 0 --len 4096 --seed 3 --timeout 3 2>&
 echo "$out" | grep -qi "read-only" || fail "the refused write does not say why: $out"
 grep -q "EROFS: WRITE.* on read-only inode 1/5" "$TESTDIR"/osd1.log || fail "the OSD did not log the refusal"
 osd_client read --inode $I --offset 0 --len 4096 --seed 2 || fail "the write before the fence is not there"
-# DELETE still works (rm of a snapshot).
-osd_client delete --inode $I --offset 0 --len 8192 || fail "delete of a read-only inode"
-osd_client read --inode $I --offset 0 --len 8192 --zero || fail "deleted data reads back"
+out=$(raw DELETE --offset 0 --len 4096)
+echo "$out" | grep -q "^status=-30 " || fail "DELETE (a trim) of a read-only inode: $out"
+osd_client read --inode $I --offset 0 --len 4096 --seed 2 || fail "the refused DELETE deleted"
 # Back to read-write: writes pass again.
 rev=$(kv_put_rev /config/inode/1/5 '{"name": "img", "size": 1048576}')
 raw READ --offset 0 --len 4096 --version "$rev" | grep -q '^status=[0-9]' || fail "fence read 2"
@@ -61,6 +61,11 @@ osd_client write --inode $I --offset 0 --len 4096 --seed 4 || fail "write after 
 rev=$(kv_put_rev /config/inode/1/5 '{"name": "img", "size": 1048576, "readonly": true, "retired": true}')
 out=$(raw READ --offset 0 --len 4096 --version "$rev")
 echo "$out" | grep -q "^status=-116 " || fail "READ of a retired inode: $out"
+# ... and its data may be deleted (rm retires a read-only image first).
+out=$(raw DELETE --offset 0 --len 8192)
+echo "$out" | grep -q "^status=[0-9]" || fail "DELETE of a retired inode: $out"
+out=$(raw WRITE --offset 4096 --len 4096 --hex-payload "$(zeros 4096)")
+echo "$out" | grep -q "^status=-30 " || fail "WRITE to a retired inode: $out"
 # A fence revision the KV has not reached: EAGAIN, the OSD keeps serving.
 out=$(raw READ --offset 0 --len 4096 --version 99999999)
 echo "$out" | grep -q "^status=-11 " || fail "READ at a future revision: $out"

@@ -27,9 +27,9 @@
  * -EINVAL: malformed request. -EIO: the data is bad on every replica.
  * -ESTALE: WRITE_IF: the sector changed since the client read it; READ:
  *         the inode is retired (see READ).
- * -EROFS: WRITE, WRITE_PARTIAL, WRITE_IF to an inode whose record is
- *         read-only (a snapshot, a re-keyed layer): the fence. DELETE is
- *         still served (removing a snapshot's data).
+ * -EROFS: WRITE, WRITE_PARTIAL, WRITE_IF, DELETE to an inode whose record
+ *         is read-only (a snapshot, a re-keyed layer): the fence. DELETE of
+ *         a retired inode is served (removing its data).
  *
  * Client operations (sent to the PG's primary unless said otherwise):
  *   READ        rw view: inode, offset, len (<= 256 KiB), version = 0 or

@@ -485,6 +485,7 @@ shred_key(struct tc_client *cl, const char *name, struct tc_image_meta *m, int64
   bool oldro = m->readonly;
   m->enc_key = (char *) TC_KEY_SHREDDED;
   m->readonly = true;
+  m->retired = true;   /* the OSDs delete its data only now (and refuse reads) */
   char *json = tc_image_meta_json(m);
   m->enc_key = old;
   m->readonly = oldro;
@@ -538,6 +539,42 @@ warn_shared_key(struct tc_client *cl, const struct tc_image_meta *m)
   free(v);
 }
 
+/* Mark m's record retired (and read-only) in one compare-and-swap on irev,
+ * which is updated, unless it is already, then fence at that revision. */
+static int
+retire_record(struct tc_client *cl, const char *name, struct tc_image_meta *m, int64_t *irev)
+{
+  int64_t at = *irev;
+  if (!m->retired) {
+    bool oldro = m->readonly;
+    m->readonly = m->retired = true;
+    char *json = tc_image_meta_json(m);
+    m->readonly = oldro;
+    m->retired = false;
+    if (!json)
+      return -1;
+    char kino[256];
+    tc_client_key(cl, kino, sizeof kino, "/config/inode/%" PRIu64 "/%" PRIu64, m->pool, m->id);
+    struct tc_kv_cmp cmp = { .key = kino, .target = TC_KV_CMP_MOD, .result = TC_KV_EQUAL, .number = *irev };
+    struct tc_kv_op put = { .type = TC_KV_PUT, .key = kino, .value = json };
+    struct tc_kv_txn txn = { &cmp, 1, &put, 1, NULL, 0 };
+    struct tc_kv_result res = { 0 };
+    int r = tc_kv_txn(tc_client_kv(cl), &txn, &res);
+    free(json);
+    if (r < 0)
+      return tc_error(errno, "image %s: retiring its record: %s", name, tc_last_error());
+    bool ok = res.succeeded;
+    at = res.revision;
+    tc_kv_result_free(&res);
+    if (!ok)
+      return tc_error(EAGAIN, "image %s: its record changed while deleting it; run rm again", name);
+    *irev = at;
+  }
+  if (tc_client_fence(cl, TC_INODE(m->pool, m->id), at) < 0)
+    return tc_error(errno, "image %s: %s", name, tc_last_error());
+  return 0;
+}
+
 int
 tc_admin_delete(struct tc_client *cl, const char *name)
 {
@@ -584,6 +621,11 @@ tc_admin_delete_shred_progress(struct tc_client *cl, const char *name, bool shre
     if (shred_rev)
       *shred_rev = at;
   }
+  /* The OSDs refuse to delete a read-only inode's data (the fence: a trim
+   * from a handle still on a snapshotted layer) until its record says
+   * retired, and they know it (the fence at that revision). */
+  if ((m.readonly || shred) && retire_record(cl, name, &m, &irev) < 0)
+    goto out;
   if (tc_admin_delete_objects(cl, TC_INODE(m.pool, m.id), fn, arg) < 0) {
     r = tc_error(errno, "image %s: deleting its data: %s", name, tc_last_error());
     goto out;
