@@ -166,7 +166,7 @@ image_list(struct tc_client *cl, bool use_perms, const struct tc_identity *who, 
   json_object *arr = json_object_new_array();
   for (size_t i = 0; i < n; i++) {
     struct tc_image_acl a = acl_of(&all[i]);
-    if (!use_perms || tc_perm_api(who, "image/list", &a, NULL))
+    if (!all[i].hidden && (!use_perms || tc_perm_api(who, "image/list", &a, NULL)))   /* hidden: a re-key's old layer */
       json_object_array_add(arr, image_json(&all[i], !use_perms || tc_perm_image_write(who, &a)));
     tc_image_meta_clear(&all[i]);
   }

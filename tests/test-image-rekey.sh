@@ -67,6 +67,14 @@ for round in $(seq 1 30); do
     if echo "$info" | grep -Eq '^rekey: +[0-9]+% \([0-9]+/[0-9]+, (copying|deleting)'; then
       seen_progress=$((seen_progress + 1))
       echo "after kill $kills: $(echo "$info" | grep '^rekey:')"
+      if [ $seen_progress = 1 ]; then
+        # While it is in progress: what would break it waits, ls hides the old layer.
+        expect_fail "a re-key is in progress" tromcho rm img
+        expect_fail "a re-key is in progress" tromcho snap-create img@during
+        expect_fail "a re-key is in progress" tromcho flatten img
+        tromcho ls | grep -q "@.rekey" && fail "ls shows the hidden old layer"
+        [ "$(ls "$MNT")" = img ] || fail "the FUSE mount shows more than the image: $(ls "$MNT")"
+      fi
     elif echo "$info" | grep -q '^rekey: *-$'; then
       echo "kill $kills came after the end"
       finished=1

@@ -496,7 +496,8 @@ static int
 run_io(struct tc_image *img, int (*body)(struct tc_image *img, void *arg), void *arg)
 {
   for (int attempt = 0;; attempt++) {
-    if (img->switch_fn && __atomic_exchange_n(&img->stale, false, __ATOMIC_ACQ_REL) &&
+    if (img->switch_fn && __atomic_load_n(&img->stale, __ATOMIC_ACQUIRE) &&
+        __atomic_exchange_n(&img->stale, false, __ATOMIC_ACQ_REL) &&
         img->switch_fn(img->switch_arg, img) < 0) {
       tc_image_mark_stale(img);   /* try again before the next I/O */
       return -1;

@@ -607,6 +607,11 @@ tc_admin_delete_shred_progress(struct tc_client *cl, const char *name, bool shre
     r = tc_error(EACCES, "image %s: permission denied (delete needs write access)", name);
     goto out;
   }
+  if (m.rekey_from) {
+    r = tc_error(EBUSY, "image %s: a re-key is in progress: let it finish first (tromcho modify %s --rekey resume)",
+                 name, name);
+    goto out;
+  }
   kids = children_of(cl, m.pool, m.id, &nchild);
   if (nchild) {
     r = tc_error(EBUSY, "image %s: has children (%s): delete or flatten them first", name, kids ? kids : "?");
@@ -694,6 +699,11 @@ tc_admin_flatten_progress(struct tc_client *cl, const char *name, tc_admin_progr
   }
   if (m.readonly) {
     r = tc_error(EROFS, "image %s: read-only (a snapshot?), cannot flatten", name);
+    goto out;
+  }
+  if (m.rekey_from) {
+    r = tc_error(EBUSY, "image %s: a re-key is in progress: let it finish first (tromcho modify %s --rekey resume)",
+                 name, name);
     goto out;
   }
   if (!m.parent_id) {
