@@ -9,7 +9,10 @@
 # key and not with the old one, which is in no record any more; the old
 # layer holds no data and its record is retired; a write sent straight to
 # the old inode is refused by the OSD (EROFS); a snapshot taken afterwards
-# still works.
+# still works. Also: rm, snap-create and flatten wait for a re-key in
+# progress; an image with a snapshot below is re-keyed in its own layer
+# only (the snapshot keeps its key and content); authenticated images and
+# "none" are refused.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/cluster-functions.sh"
@@ -152,6 +155,39 @@ echo "$out" | grep -qi "read-only" || fail "the write to the old inode failed ot
 # Afterwards the image lives on as any other: a snapshot, a read through nbdkit.
 tromcho snap-create img@after >/dev/null || fail "snap-create after the re-key"
 nbdsh -u "$(uri load "")" -c "assert h.pread(4096, 0) == open('$MODEL', 'rb').read(4096)" || fail "read after the snapshot"
+# An image with a snapshot below: the re-key copies its own layer only; the
+# snapshot keeps its key and its content, and stays the image's parent.
+K3=$(openssl rand -hex 64)
+head -c 4M /dev/urandom > "$TESTDIR/a"
+head -c 1M /dev/urandom > "$TESTDIR/b"
+tromcho create lay -s 4M --enc_key "$K1" >/dev/null || fail "create lay"
+tromcho dd if="$TESTDIR/a" oimg=lay bs=64K 2>/dev/null || fail "write lay"
+tromcho snap-create lay@s >/dev/null || fail "snap-create lay@s"
+tromcho dd if="$TESTDIR/b" oimg=lay bs=64K seek=16 conv=notrunc 2>/dev/null || fail "write lay after the snapshot"
+cp "$TESTDIR/a" "$TESTDIR/lay.model"
+dd if="$TESTDIR/b" of="$TESTDIR/lay.model" bs=64K seek=16 conv=notrunc 2>/dev/null
+tromcho modify lay --rekey "$K3" >/dev/null || fail "re-key lay"
+tromcho dd iimg=lay of="$TESTDIR/lay.back" bs=64K 2>/dev/null || fail "read lay"
+cmp "$TESTDIR/lay.back" "$TESTDIR/lay.model" || fail "lay after its re-key"
+tromcho dd iimg=lay@s of="$TESTDIR/s.back" bs=64K 2>/dev/null || fail "read lay@s"
+cmp "$TESTDIR/s.back" "$TESTDIR/a" || fail "the snapshot changed"
+tromcho info lay --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["parent"] == "lay@s" and "rekey" not in d, d' ||
+  fail "lay's parent after its re-key: $(tromcho info lay --json)"
+read -r POOL LAY < <(inode_of lay)
+kv_get "/config/inode/$POOL/$LAY" | grep -q "$K3" || fail "lay's record does not hold the new key"
+read -r POOL LS < <(inode_of lay@s)
+kv_get "/config/inode/$POOL/$LS" | grep -q "$K1" || fail "the snapshot lost its key"
+"$TOOL" rawread lay $((16 * 65536)) 4096 > "$TESTDIR/ct" || fail "raw read of lay"
+python3 - "$K3" $((16 * 16)) "$TESTDIR/ct" "$TESTDIR/lay.model" <<'PY' || fail "lay's own sector is not under the new key"
+import sys
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+k, s = bytes.fromhex(sys.argv[1]), int(sys.argv[2])
+d = Cipher(algorithms.AES(k), modes.XTS(s.to_bytes(16, "little"))).decryptor()
+assert d.update(open(sys.argv[3], "rb").read()) + d.finalize() == open(sys.argv[4], "rb").read()[s * 4096:(s + 1) * 4096]
+PY
+expect_fail "authenticated image cannot be re-keyed" sh -c "tromcho create auth -s 1M --enc_key auto --integrity >/dev/null && tromcho modify auth --rekey auto"
+expect_fail "a re-key needs a new key" tromcho modify lay --rekey none
+
 stop_nbdkit load
 fusermount3 -u "$MNT" || fail "unmount"
 wait $fuse_pid 2>/dev/null
