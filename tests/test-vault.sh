@@ -162,5 +162,29 @@ for a in $(vault_api GET "auth/token/accessors?list=true" | python3 -c 'import j
   vault_api POST auth/token/revoke-accessor "{\"accessor\": \"$a\"}" || fail "revoke"
 done
 [ "$(ask open)" = "ok $exp" ] || fail "open with the rotated certificate (re-read from disk at login)"
+# Online re-key to another Vault secret, by the owner (use_perms, no admin),
+# while the key loop's handle is open: it follows to the new layer.
+KEY2=$(openssl rand -hex 64)
+vault_api POST secret/vitastor/testimg3-new "{\"key\": \"$KEY2\"}" || fail "second secret"
+vault_api PUT sys/policy/testimg3 '{"policy": "path \"secret/vitastor/testimg3*\" { capabilities = [\"read\"] }"}' ||
+  fail "policy for both secrets"
+as testimg3 modify testimg3 --rekey vault:vitastor/testimg3-new >/dev/null || fail "re-key testimg3 to another Vault secret"
+as testimg3 info testimg3 --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert "rekey" not in d, d' || fail "re-key not finished"
+[ "$(ask read)" = "ok $exp" ] || fail "the open handle after the re-key"
+as testimg3 dd iimg=testimg3 of="$TESTDIR/back" bs=1M count=4 2>/dev/null || fail "dd back after the re-key"
+cmp "$TESTDIR/data" "$TESTDIR/back" || fail "testimg3 reads back wrong after the re-key"
+"$TOOL" rawread testimg3 8192 4096 > "$TESTDIR/ct" || fail "raw read after the re-key"
+python3 - "$KEY2" 2 "$TESTDIR/ct" "$TESTDIR/pt" <<'PY' || fail "decrypt"
+import sys
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+key, sector = bytes.fromhex(sys.argv[1]), int(sys.argv[2])
+d = Cipher(algorithms.AES(key), modes.XTS(sector.to_bytes(16, "little"))).decryptor()
+open(sys.argv[4], "wb").write(d.update(open(sys.argv[3], "rb").read()) + d.finalize())
+PY
+cmp "$TESTDIR/pt" <(dd if="$TESTDIR/data" bs=4096 skip=2 count=1 2>/dev/null) || fail "stored sector is not XTS under the new secret"
+dump=$(curl -sf -X POST "$KV_URL/v3/kv/range" -d "{\"key\": \"AA==\", \"range_end\": \"AA==\"}" |
+  python3 -c 'import base64,json,sys; [print(base64.b64decode(k.get("value", "")).decode(errors="replace")) for k in json.load(sys.stdin).get("kvs", [])]')
+echo "$dump" | grep -qF '"vault:vitastor\/testimg3"' && fail "a record still names the old secret"
+echo "re-key to another Vault secret: by the owner, the open handle follows, data under the new key"
 exec {LOOP[1]}>&-
 echo "test-vault: ok"
