@@ -316,6 +316,16 @@ tc_admin_snapshot_key(struct tc_client *cl, const char *snap, const char *enc_ke
   if (enc_key && tc_admin_make_key(cl, name, enc_key, &newkey) < 0)
     return -1;
   int result = snapshot_txn(cl, snap, name, enc_key != NULL, newkey);
+  if (result == 0) {
+    /* Once every PG primary has the snapshot's record, it takes no write:
+     * from the moment this returns, the snapshot never changes. */
+    struct tc_image_meta sm;
+    int64_t srev;
+    if (tc_client_lookup(cl, snap, &sm, NULL, &srev) < 0 ||
+        (result = tc_client_fence(cl, TC_INODE(sm.pool, sm.id), srev)) < 0)
+      result = tc_error(errno, "snapshot %s: taken, but %s", snap, tc_last_error());
+    tc_image_meta_clear(&sm);
+  }
   if (newkey) {
     tc_wipe(newkey, strlen(newkey));
     free(newkey);
