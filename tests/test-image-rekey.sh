@@ -3,7 +3,8 @@
 # re-encrypts an image while a verified write load runs through two
 # connections of nbdkit and a file of a tromcho-fuse mount (O_DIRECT); the
 # re-keying process is killed -9 at random points and resumed (`--rekey
-# resume`) until it finishes. Then: no I/O
+# resume`) until it finishes, and an OSD is killed -9 and restarted in the
+# middle. Then: no I/O
 # error reached the NBD client and every byte verifies; `tromcho info` showed
 # the progress meanwhile; the image's stored sectors decrypt with the new
 # key and not with the old one, which is in no record any more; the old
@@ -57,6 +58,10 @@ wait_for grep -q "^filled" "$TESTDIR/writer.log" || { cat "$TESTDIR/writer.log";
 kills=0 seen_progress=0 finished=0
 for round in $(seq 1 30); do
   if [ $round = 1 ]; then spec=$K2; else spec=resume; fi
+  # An OSD crashes in the middle (kill -9; its PGs move to the other two, as
+  # the monitor would move them), and comes back two rounds later.
+  if [ $round = 3 ]; then stop_osd 3 -9; set_pgs 1 8 "1 2"; echo "OSD 3 killed"; fi
+  if [ $round = 5 ]; then start_osd 3; set_pgs 1 8 "1 2 3"; echo "OSD 3 back"; fi
   # rekey_rate: the copy takes about 4 s, so the kills land all along it
   tromcho modify img --rekey "$spec" --rekey_rate 24 >"$TESTDIR/rekey.$round.log" 2>&1 &
   pid=$!
