@@ -190,6 +190,12 @@ k, s = bytes.fromhex(sys.argv[1]), int(sys.argv[2])
 d = Cipher(algorithms.AES(k), modes.XTS(s.to_bytes(16, "little"))).decryptor()
 assert d.update(open(sys.argv[3], "rb").read()) + d.finalize() == open(sys.argv[4], "rb").read()[s * 4096:(s + 1) * 4096]
 PY
+# The retired old layer is nobody's child: the snapshot can go after a flatten.
+expect_fail "has children \(lay\)" tromcho rm lay@s
+tromcho flatten lay >/dev/null || fail "flatten lay"
+tromcho rm lay@s >/dev/null || fail "rm lay@s after the re-key and a flatten"
+tromcho dd iimg=lay of="$TESTDIR/lay.back" bs=64K 2>/dev/null || fail "read lay after rm lay@s"
+cmp "$TESTDIR/lay.back" "$TESTDIR/lay.model" || fail "lay after rm lay@s"
 expect_fail "authenticated image cannot be re-keyed" sh -c "tromcho create auth -s 1M --enc_key auto --integrity >/dev/null && tromcho modify auth --rekey auto"
 expect_fail "a re-key needs a new key" tromcho modify lay --rekey none
 

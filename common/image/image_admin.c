@@ -407,7 +407,7 @@ children_of(struct tc_client *cl, uint64_t pool, uint64_t id, int *n)
   size_t len = 1;
   char *names = NULL;
   for (size_t i = 0; i < nv; i++) {
-    if (v[i].parent_id == id && v[i].parent_pool == pool) {
+    if (v[i].parent_id == id && v[i].parent_pool == pool && !v[i].retired) {
       size_t l = strlen(v[i].name);
       char *nn = realloc(names, len + l + 2);
       if (nn) {

@@ -323,6 +323,7 @@ rekey_retire(struct tc_client *cl, const char *name)
     nm.rekey_done = nm.size;
     om.retired = true;
     om.integrity = false;
+    om.parent_pool = om.parent_id = 0;   /* a tombstone is nobody's child */
     if (om.enc_key)
       tc_wipe(om.enc_key, strlen(om.enc_key));
     free(om.enc_key);
