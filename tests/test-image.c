@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "crypto.h"
 #include "error.h"
 #include "image.h"
@@ -187,6 +188,107 @@ other_submit(void *ctx, struct tc_objop *op)
   return os.submit(os.ctx, op);
 }
 
+/* 5. The layer switch: writers keep going while the chain is swapped for
+ * one with a new top above the old; nothing is lost, nothing reaches the
+ * old top after the swap, the stale mark runs the switch hook first. */
+struct switcher {
+  struct tc_image *img;
+  uint8_t *model;            /* this thread's region only */
+  uint64_t off, len;
+  volatile int *stop;
+  int bad;
+};
+
+static void *
+switch_writer(void *arg)
+{
+  struct switcher *w = arg;
+  uint8_t buf[9000];
+  unsigned seed = (unsigned) w->off;
+  while (!*w->stop && !w->bad) {
+    uint64_t len = (uint64_t) rand_r(&seed) % sizeof buf + 1;
+    uint64_t at = (uint64_t) rand_r(&seed) % (w->len - len);
+    for (uint64_t i = 0; i < len; i++)
+      buf[i] = (uint8_t) rand_r(&seed);
+    if (tc_image_write(w->img, buf, len, w->off + at) < 0) {
+      fprintf(stderr, "switch writer: %s\n", tc_last_error());
+      w->bad = 1;
+    }
+    memcpy(w->model + at, buf, len);
+  }
+  return NULL;
+}
+
+static int hook_calls;
+static int
+count_hook(void *arg, struct tc_image *img)
+{
+  (void) arg;
+  (void) img;
+  hook_calls++;
+  return 0;
+}
+
+static void
+test_switch(void)
+{
+  struct memstore *ms = memstore_new();
+  struct tc_objstore os = memstore_objstore(ms);
+  const uint64_t size = 4 * MiB, region = MiB;
+  struct tc_layer_desc top = layer(40, 7), chain[2] = { layer(41, 8), layer(40, 7) };
+  struct tc_image *img = tc_image_new(&os, BS, size, &top, 1, false);
+  uint8_t *model = malloc(size), *old = malloc(size), *got = malloc(size);
+  fill_random(model, size);
+  CHECK(img && tc_image_write(img, model, size, 0) == 0, "switch: image written");
+  volatile int stop = 0;
+  struct switcher w[4];
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) {
+    w[i] = (struct switcher) { img, model + i * region, i * region, region, &stop, 0 };
+    pthread_create(&t[i], NULL, switch_writer, &w[i]);
+  }
+  usleep(100000);
+  CHECK(tc_image_replace_layers(img, 99, chain, 2) == 0, "switch: a stale expected top changes nothing");
+  CHECK(tc_image_replace_layers(img, 40, chain, 2) == 1, "switch: swapped under 4 writers");
+  for (uint64_t s = 0; s < size / 4096; s++) {   /* the old top as it is now */
+    const uint8_t *p = memstore_sector(ms, 40, s);
+    if (p)
+      memcpy(old + s * 4096, p, 4096);
+    else
+      memset(old + s * 4096, 0, 4096);
+  }
+  usleep(200000);
+  stop = 1;
+  int bad = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    bad |= w[i].bad;
+  }
+  CHECK(!bad, "switch: no write failed");
+  CHECK(tc_image_read(img, got, size, 0) == 0 && memcmp(got, model, size) == 0, "switch: every write is there");
+  int same = 1;
+  for (uint64_t s = 0; s < size / 4096 && same; s++) {
+    const uint8_t *p = memstore_sector(ms, 40, s);
+    same = p ? memcmp(p, old + s * 4096, 4096) == 0 : !memcmp(old + s * 4096, (uint8_t[4096]) { 0 }, 4096);
+  }
+  CHECK(same, "switch: no write reached the old top after the swap");
+  int in_new = 0;
+  for (uint64_t s = 0; s < size / 4096; s++)
+    in_new += memstore_sector(ms, 41, s) != NULL;
+  CHECK(in_new > 0, "switch: the writes after the swap went to the new top (%d sectors)", in_new);
+  uint64_t inodes[4];
+  CHECK(tc_image_layer_inodes(img, inodes, 4) == 2 && inodes[0] == 41 && inodes[1] == 40, "switch: chain 41, 40");
+  tc_image_set_switch_hook(img, count_hook, NULL);
+  tc_image_mark_stale(img);
+  CHECK(tc_image_read(img, got, 4096, 0) == 0 && hook_calls == 1, "switch: a stale chain is reloaded first");
+  CHECK(tc_image_read(img, got, 4096, 0) == 0 && hook_calls == 1, "switch: once");
+  tc_image_free(img);
+  memstore_free(ms);
+  free(model);
+  free(old);
+  free(got);
+}
+
 int
 main(void)
 {
@@ -340,5 +442,6 @@ main(void)
   free(model);
   free(child);
   free(base);
+  test_switch();
   return DONE();
 }
