@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "cleanup.h"
 #include "error.h"
+#include "fullio.h"
 #include "log.h"
 #include "store_impl.h"
 
@@ -291,7 +292,7 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
     goto out;
   }
   uint8_t sector[TC_STORE_HDR_SIZE];
-  ssize_t n = pread(st->fd, sector, sizeof sector, 0);
+  ssize_t n = tc_read_full(st->fd, sector, sizeof sector, 0);
   if (n < 0) {
     tc_error(errno, "%s: read: %m", data_path);
     goto out;
@@ -428,17 +429,10 @@ read_sectors(struct tc_store *st, uint8_t *buf, uint32_t first, uint32_t count)
     size_t len = (size_t) (j - i) * TC_STORE_SECTOR;
     uint8_t *p = buf + (size_t) (i - first) * TC_STORE_SECTOR;
     uint64_t pos = sector_pos(st, st->rec.loc[i]);
-    while (len) {
-      ssize_t r = pread(st->fd, p, len, (off_t) pos);
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r <= 0)
-        return tc_error(r < 0 ? errno : EIO, "store %s: read at %" PRIu64 ": %s", st->data_path, pos,
-                        r < 0 ? strerror(errno) : "end of file");
-      p += r;
-      pos += (uint64_t) r;
-      len -= (size_t) r;
-    }
+    ssize_t r = tc_read_full(st->fd, p, len, (off_t) pos);
+    if (r < 0 || (size_t) r < len)
+      return tc_error(r < 0 ? errno : EIO, "store %s: read at %" PRIu64 ": %s", st->data_path, pos,
+                      r < 0 ? strerror(errno) : "end of file");
     i = j;
   }
   return 0;
@@ -500,17 +494,8 @@ tc_store_read(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len
 static int
 pwrite_all(struct tc_store *st, const uint8_t *p, size_t len, uint64_t pos)
 {
-  while (len) {
-    ssize_t r = pwrite(st->fd, p, len, (off_t) pos);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return tc_error(r < 0 ? errno : EIO, "store %s: write at %" PRIu64 ": %s", st->data_path, pos,
-                      r < 0 ? strerror(errno) : "short write");
-    p += r;
-    pos += (uint64_t) r;
-    len -= (size_t) r;
-  }
+  if (tc_write_full(st->fd, p, len, (off_t) pos) < 0)
+    return tc_error(errno, "store %s: write at %" PRIu64 ": %s", st->data_path, pos, strerror(errno));
   return 0;
 }
 

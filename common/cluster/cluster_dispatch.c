@@ -11,6 +11,7 @@
 #include "cluster_int.h"
 #include "error.h"
 #include "log.h"
+#include "vector.h"
 
 /* --- operations --- */
 
@@ -46,14 +47,8 @@ dirty_add(struct tc_cluster *cl, uint64_t osd)
   for (size_t i = 0; i < cl->ndirty; i++)
     if (cl->dirty[i] == osd)
       return 0;
-  if (cl->ndirty == cl->dirty_cap) {
-    size_t ncap = cl->dirty_cap ? cl->dirty_cap * 2 : 16;
-    uint64_t *nd = realloc(cl->dirty, ncap * sizeof *nd);
-    if (!nd)
-      return -1;
-    cl->dirty = nd;
-    cl->dirty_cap = ncap;
-  }
+  if (tc_grow(&cl->dirty, &cl->dirty_cap, cl->ndirty + 1, sizeof *cl->dirty, 16) < 0)
+    return -1;
   cl->dirty[cl->ndirty++] = osd;
   return 0;
 }
@@ -218,16 +213,8 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
     break;
   case SR_LIST: {
     size_t k = req->reply.len / sizeof(struct tc_osd_list_entry);
-    if (k && cop->nents + k > cop->cap) {
-      size_t ncap = (cop->nents + k) * 2;
-      struct tc_osd_list_entry *ne = realloc(cop->ents, ncap * sizeof *ne);
-      if (!ne)
-        r = -ENOMEM;
-      else {
-        cop->ents = ne;
-        cop->cap = ncap;
-      }
-    }
+    if (k && tc_grow(&cop->ents, &cop->cap, cop->nents + k, sizeof *cop->ents, 0) < 0)
+      r = -ENOMEM;
     if (r == 0 && k) {
       memcpy(cop->ents + cop->nents, payload, k * sizeof *cop->ents);
       cop->nents += k;

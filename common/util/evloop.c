@@ -3,6 +3,7 @@
  * threads. */
 #include <config.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <sys/eventfd.h>
 #include "error.h"
 #include "evloop.h"
+#include "vector.h"
 
 struct fd_handler {
   int fd;
@@ -133,15 +135,11 @@ tc_evloop_add_fd(struct tc_evloop *l, int fd, uint32_t events, tc_evloop_fd_cb c
   if (fd < 0)
     return tc_error(EBADF, "tc_evloop_add_fd: bad fd %d", fd);
   if (fd >= l->nfds) {
-    int n = l->nfds ? l->nfds : 64;
-    while (n <= fd)
-      n *= 2;
-    struct fd_handler **a = realloc(l->fds, n * sizeof *a);
-    if (!a)
+    size_t cap = (size_t) l->nfds;
+    if (tc_grow(&l->fds, &cap, (size_t) fd + 1, sizeof *l->fds, 64) < 0 || cap > INT_MAX)
       return tc_error(ENOMEM, "tc_evloop_add_fd: out of memory");
-    memset(a + l->nfds, 0, (n - l->nfds) * sizeof *a);
-    l->fds = a;
-    l->nfds = n;
+    memset(l->fds + l->nfds, 0, (cap - (size_t) l->nfds) * sizeof *l->fds);
+    l->nfds = (int) cap;
   }
   if (l->fds[fd])
     return tc_error(EEXIST, "tc_evloop_add_fd: fd %d is already watched", fd);
