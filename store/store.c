@@ -118,12 +118,11 @@ wait_idle(struct tc_store *st)
 static void
 pending_free(struct tc_store *st)
 {
-  while (st->pending) {
-    struct tc_store_pending *p = st->pending;
-    st->pending = p->next;
+  while (!STAILQ_EMPTY(&st->pending)) {
+    struct tc_store_pending *p = STAILQ_FIRST(&st->pending);
+    STAILQ_REMOVE_HEAD(&st->pending, next);
     free(p);
   }
-  st->pending_tail = &st->pending;
 }
 
 static int apply_pending(struct tc_store *st);
@@ -271,7 +270,7 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
   st->fd = -1;
   pthread_mutex_init(&st->lock, NULL);
   pthread_cond_init(&st->idle, NULL);
-  st->pending_tail = &st->pending;
+  STAILQ_INIT(&st->pending);
   st->data_path = strdup(data_path);
   if (meta_path)
     st->meta_path = strdup(meta_path);
@@ -375,7 +374,7 @@ tc_store_close(struct tc_store *st)
   int r = 0;
   pthread_mutex_lock(&st->lock);
   wait_idle(st);
-  if (!st->broken && (st->txn || st->data_dirty || st->to_free.n || st->to_punch.n || st->pending))
+  if (!st->broken && (st->txn || st->data_dirty || st->to_free.n || st->to_punch.n || !STAILQ_EMPTY(&st->pending)))
     r = commit(st);
   pthread_mutex_unlock(&st->lock);
   store_free(st);
@@ -633,8 +632,7 @@ pending_add(struct tc_store *st, int kind, uint64_t inode, uint64_t offset, uint
     memcpy(p->sums, sums, count * sizeof *sums);
     memcpy(p->locs, locs, count * sizeof *locs);
   }
-  *st->pending_tail = p;
-  st->pending_tail = &p->next;
+  STAILQ_INSERT_TAIL(&st->pending, p, next);
   st->seq++;
   return 0;
 }
@@ -645,12 +643,12 @@ static int
 apply_pending(struct tc_store *st)
 {
   int r = 0;
-  while (st->pending && r == 0) {
-    struct tc_store_pending *p = st->pending;
+  while (!STAILQ_EMPTY(&st->pending) && r == 0) {
+    struct tc_store_pending *p = STAILQ_FIRST(&st->pending);
     r = p->kind == TC_STORE_PEND_WRITE
         ? apply_write(st, p->inode, p->offset, p->len, p->locs, p->sums, p->version)
         : apply_delete(st, p->inode, p->offset, p->len, p->kind == TC_STORE_PEND_TOMBSTONE, p->version);
-    st->pending = p->next;
+    STAILQ_REMOVE_HEAD(&st->pending, next);
     free(p);
   }
   if (r < 0) {
@@ -658,8 +656,6 @@ apply_pending(struct tc_store *st)
     pending_free(st);
     errno = err;
   }
-  if (!st->pending)
-    st->pending_tail = &st->pending;
   return r;
 }
 

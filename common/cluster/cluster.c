@@ -40,6 +40,7 @@ tc_cluster_new(const struct tc_config *cfg, struct tc_kv *kv)
     tc_error(ENOMEM, "cluster: out of memory");
     return NULL;
   }
+  STAILQ_INIT(&cl->waiting);
   cl->cfg = cfg;
   cl->kv = kv;
   pthread_mutex_init(&cl->map_lock, NULL);

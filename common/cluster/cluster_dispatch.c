@@ -30,12 +30,7 @@ cluster_sreq_wait(struct sreq *sr, int err)
 {
   struct tc_cluster *cl = sr->cop->cl;
   sr->last_err = err;
-  sr->wnext = NULL;
-  if (cl->wait_tail)
-    cl->wait_tail->wnext = sr;
-  else
-    cl->wait_head = sr;
-  cl->wait_tail = sr;
+  STAILQ_INSERT_TAIL(&cl->waiting, sr, wnext);
   if (!cl->retry_timer)
     cl->retry_timer = tc_evloop_timer_add(cl->loop, cl->retry_ms, retry_timer_cb, cl);
 }
@@ -56,13 +51,13 @@ dirty_add(struct tc_cluster *cl, uint64_t osd)
 void
 cluster_dispatch_waiting(struct tc_cluster *cl)
 {
-  struct sreq *sr = cl->wait_head;
-  cl->wait_head = cl->wait_tail = NULL;
-  while (sr) {
-    struct sreq *next = sr->wnext;
-    sr->wnext = NULL;
+  /* Dispatching may park a request again: take the list first. */
+  STAILQ_HEAD(, sreq) q = STAILQ_HEAD_INITIALIZER(q);
+  STAILQ_CONCAT(&q, &cl->waiting);
+  while (!STAILQ_EMPTY(&q)) {
+    struct sreq *sr = STAILQ_FIRST(&q);
+    STAILQ_REMOVE_HEAD(&q, wnext);
     cluster_sreq_dispatch(sr);
-    sr = next;
   }
 }
 

@@ -112,9 +112,9 @@
  * expects its first reply: the client reports it as a refusal. */
 #ifndef TROMCHO_MSGR_H
 #define TROMCHO_MSGR_H
-#include <sys/queue.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/uio.h>
 #include "evloop.h"
 #include "frame.h"

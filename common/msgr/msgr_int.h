@@ -2,9 +2,9 @@
  * API (see msgr.h). */
 #ifndef TROMCHO_MSGR_INT_H
 #define TROMCHO_MSGR_INT_H
-#include <sys/queue.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/uio.h>
 #include "certs.h"
 #include "crypto.h"
