@@ -357,9 +357,8 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
   r = 0;
 out:
   if (r < 0) {
-    int err = errno;
+    KEEP_ERRNO;
     store_free(st);
-    errno = err;
     return -1;
   }
   *out = st;

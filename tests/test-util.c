@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "cleanup.h"
+#include "error.h"
 #include "fullio.h"
 #include "tap.h"
 #include "vector.h"
@@ -100,9 +102,40 @@ test_fullio(void)
   CHECK(tc_read_full(fd, back, 10, -1) < 0 && errno == EBADF, "a read from a closed descriptor fails");
 }
 
+/* Cleanup that fails on its own and says so. */
+static void
+noisy_cleanup(void)
+{
+  close(-1);   /* EBADF */
+  tc_error(EIO, "cleanup's own error");
+}
+
+static int
+fail_keeping_errno(void)
+{
+  errno = ENOSPC;
+  KEEP_ERRNO;
+  noisy_cleanup();
+  return -1;
+}
+
+static void
+test_keep_error(void)
+{
+  errno = 0;
+  CHECK(fail_keeping_errno() == -1 && errno == ENOSPC, "KEEP_ERRNO brings errno back (%d)", errno);
+  tc_error(ENOENT, "no such image %s", "demo");
+  struct tc_error_saved e;
+  tc_error_save(&e);
+  noisy_cleanup();
+  CHECK(tc_error_restore(&e) == -1 && errno == ENOENT && !strcmp(tc_last_error(), "no such image demo"),
+        "tc_error_restore brings errno and message back (%d, %s)", errno, tc_last_error());
+}
+
 int
 main(void)
 {
+  test_keep_error();
   test_grow();
   test_fullio();
   return DONE();
