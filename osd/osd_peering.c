@@ -20,6 +20,7 @@ static void
 pg_clear(struct osd_pg *pg)
 {
   osd_objmap_free(&pg->objs);
+  pg->n_inconsistent = 0;   /* the objects' flags went with the table */
   for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
     free(pg->lists[s]);
     pg->lists[s] = NULL;

@@ -77,7 +77,7 @@ osd_pg_state_json(struct osd *o, const struct osd_pg *pg)
       json_object_array_add(st, json_object_new_string("recovering"));
     if (pg->scrub_running)
       json_object_array_add(st, json_object_new_string("scrubbing"));
-    if (pg->scrub_bad > pg->scrub_repaired)
+    if (pg->scrub_bad > pg->scrub_repaired || pg->n_inconsistent)
       json_object_array_add(st, json_object_new_string("inconsistent"));
   }
   json_object_object_add(j, "state", st);
@@ -88,6 +88,11 @@ osd_pg_state_json(struct osd *o, const struct osd_pg *pg)
   json_object_object_add(sc, "last", json_object_new_int64(pg->scrub_last));
   json_object_object_add(sc, "bad_sectors", json_object_new_int64((int64_t) pg->scrub_bad));
   json_object_object_add(sc, "repaired_sectors", json_object_new_int64((int64_t) pg->scrub_repaired));
+  /* the last full pass on its own, and the request (next_scrub) it served */
+  json_object_object_add(sc, "last_bad_sectors", json_object_new_int64((int64_t) pg->scrub_last_bad));
+  json_object_object_add(sc, "last_repaired_sectors", json_object_new_int64((int64_t) pg->scrub_last_repaired));
+  json_object_object_add(sc, "request", json_object_new_int64(pg->scrub_req_done));
+  json_object_object_add(sc, "inconsistent_objects", json_object_new_int64((int64_t) pg->n_inconsistent));
   if (pg->scrub_running && pg->objs.cap)
     json_object_object_add(sc, "progress", json_object_new_double((double) pg->scrub_pos / (double) pg->objs.cap));
   json_object_object_add(j, "scrub", sc);
