@@ -251,7 +251,16 @@ struct osd {
   int64_t stats_lease;                       /* the lease the sent values were written with */
   double stats_t0;                           /* when the counters below were last sampled */
   uint64_t last_rd_ops, last_wr_ops, last_rd_bytes, last_wr_bytes, last_recovered;
+  struct osd_inode_stat *istats;             /* client I/O by inode, as primary (open addressing) */
+  size_t istats_cap, n_istats;
+  json_object *inodes_last;                  /* the "inodes" of /osd/stats as last built */
   struct osd_metrics *m;
+};
+
+/* Client operations on one inode this OSD served as primary, since start. */
+struct osd_inode_stat {
+  uint64_t inode;            /* 0: free slot */
+  uint64_t read_ops, read_bytes, write_ops, write_bytes, delete_ops, delete_bytes;
 };
 
 /* ---- the Prometheus series and the /metrics endpoint (osd_metrics.c) ---- */
@@ -426,6 +435,9 @@ void osd_scrub_tick(struct osd *o);
  * /pg/state/<pool>/<pg> of the PGs this OSD leads, in one txn with its
  * registration lease. */
 void osd_stats_tick(struct osd *o);
+/* Count an allowed client READ, WRITE, WRITE_PARTIAL, WRITE_IF or DELETE
+ * against its inode (reported in /osd/stats/<n> "inodes"). */
+void osd_inode_stats_count(struct osd *o, const struct osd_req *r);
 /* The /pg/state words of a led PG ("active", "degraded", ...) as JSON. */
 json_object *osd_pg_state_json(struct osd *o, const struct osd_pg *pg);
 /* At shutdown, after the KV client is freed: the unanswered put and the sent cache. */
