@@ -119,6 +119,17 @@ if [ "$mode" = partition ]; then
   CUT=
   # cut A B / heal A B: packets between OSDs A and B vanish / flow again
   cut () { ip -n "$NS-o$1" route add blackhole "$NET.$2/32" && ip -n "$NS-o$2" route add blackhole "$NET.$1/32"; }
+  # reaches FROM IP PORT: a TCP connect from osd FROM's namespace to IP:PORT
+  # gets an answer (accepted or refused), not a routing error
+  reaches () {
+    local out
+    out=$(ip netns exec "$NS-o$1" timeout 3 bash -c "exec 3<>/dev/tcp/$2/$3" 2>&1) && return 0
+    ! echo "$out" | grep -qiE "invalid argument|unreachable|timed out|time"
+  }
+  # the cut holds: A and B do not reach each other, both still reach the gateway
+  cut_holds () {
+    ! reaches "$1" "$NET.$2" 1 && ! reaches "$2" "$NET.$1" 1 && reaches "$1" "$NET.10" 2379 && reaches "$2" "$NET.10" 2379
+  }
   heal () { ip -n "$NS-o$1" route del blackhole "$NET.$2/32" 2>/dev/null; ip -n "$NS-o$2" route del blackhole "$NET.$1/32" 2>/dev/null; true; }
 else
 "$top/appliance" up --dir "$DIR" --port "$PORT" >"$LOG" 2>&1 &
@@ -168,9 +179,11 @@ while kill -0 "$FIO" 2>/dev/null; do
       a=$((1 + RANDOM % 3)); b=$((1 + (a + RANDOM % 2) % 3))
       if cut $a $b; then
         CUT="$a $b"; events=$((events + 1))
-        say "osd $a and osd $b cut off from each other"
+        cut_holds $a $b || die "osd $a and osd $b are not cut off from each other, or lost the gateway"
+        say "osd $a and osd $b cut off from each other (both still reach the gateway)"
         sleep $((15 + RANDOM % 16))
         heal $a $b; CUT=
+        reaches $a "$NET.$b" 1 || die "osd $a does not reach osd $b after the heal"
         say "healed"
       fi ;;
     gateway)
