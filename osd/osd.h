@@ -169,6 +169,7 @@ struct osd_kvstate {
 /* A scrub asked for through /pg/history/<pool>/<pg> = {"next_scrub": T}
  * (tromcho scrub; admins and monitors may write the key): the PG's primary
  * scrubs it once at or after wall time T, unless a pass for T ran. */
+#define OSD_SCRUB_REQUEST_GRACE 600   /* s: a new leader of a PG serves requests this recent */
 struct osd_scrub_req {
   uint64_t pool;
   uint32_t pg;

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "error.h"
 #include "image_meta.h"
 #include "log.h"
@@ -388,6 +389,9 @@ osd_peering_update(struct osd *o)
         pg->pg = g;
         pg->pg_count = p->pg_count;
         pg->instance = ++o->instances;
+        /* A scrub asked for long before this OSD led the PG was served by
+         * its primary then (or is stale): not again at each restart. */
+        pg->scrub_req_done = (int64_t) time(NULL) - OSD_SCRUB_REQUEST_GRACE;
         tc_info("osd %" PRIu64 ": primary of pg %" PRIu64 "/%" PRIu32, o->osd_num, p->id, g);
       }
       else if (pg->sig == pg_sig(o, p, pi))
