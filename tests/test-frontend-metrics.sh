@@ -102,4 +102,7 @@ dd if=/dev/zero of="$MNT/fimg" bs=4096 count=1 seek=$((64 << 8)) oflag=direct co
   fail "a write past the end succeeded"
 scrape "$FPORT" f3
 rose f2 f3 'tromcho_fuse_errors_total{op="write"}' 1
+fusermount3 -u "$MNT" || fail "unmount"
+wait $fuse_pid || { cat "$TESTDIR/fuse.log"; fail "tromcho-fuse did not exit cleanly"; }
+grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$TESTDIR/fuse.log" && fail "a sanitizer report in the FUSE log"
 echo "test-frontend-metrics: ok"

@@ -149,4 +149,6 @@ code=$(curl_as alice -o "$TESTDIR/put.out" -w '%{http_code}' -X POST "$KV_URL/v3
 kv_get /pg/history/1/0 | grep -q '"next_scrub": *1}' && fail "alice's /pg/history write landed"
 echo "alice: /pg/history put refused with HTTP $code"
 osd_finish
+stop_pid "$(cat "$TESTDIR/gw/pid")"; wait "$(cat "$TESTDIR/gw/pid")" 2>/dev/null || true
+grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$GW_LOG" && fail "a sanitizer report in the gateway log"
 echo "test-scrub-describe: ok"

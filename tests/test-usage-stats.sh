@@ -74,5 +74,6 @@ WAIT_SECS=30 wait_for gone || { kv_get /inode/stats/1/$ID; fail "the removed ima
 WAIT_SECS=20 wait_for stat_is /pool/stats/1 "assert s['raw_used'] == 0 and s['images'] == 0, s" ||
   { kv_get /pool/stats/1; fail "/pool/stats/1 still counts the removed image"; }
 osd_finish
+kv_stop kv   # the monitor's leaks show at its exit
 grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$TESTDIR/kv/log" && fail "a sanitizer report in the gateway log"
 echo "test-usage-stats: ok"
