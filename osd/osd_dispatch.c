@@ -122,7 +122,9 @@ osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *pay
   }
   else if (!allowed(o, c, &r))
     osd_reply(c, hdr, -EPERM, 0, 0, NULL, 0);
-  else
+  else {
+    osd_inode_stats_count(o, &r);
     dispatch(o, c, hdr, &r, &payload);
+  }
   free(payload);
 }
