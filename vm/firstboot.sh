@@ -4,7 +4,12 @@
 # on files under /var/lib/tromcho), a pool, an encrypted image owned by the
 # user tenant, and nbdkit-tromcho@tenant serving it over NBD on port 10809
 # of every address. Every unit is enabled, so later boots start the same
-# cluster. Markers on the console: TROMCHO-FIRSTBOOT-OK or -FAIL.
+# cluster. With the tenant's NBD TLS server files from the host (QEMU
+# fw_cfg items opt/tromcho/nbd-tls/ca-cert.pem, server-cert.pem and
+# server-key.pem, as `tromcho make-certs nbd` writes them), a second nbdkit,
+# nbdkit-tromcho@tenant-tls, serves the same images on port 10810 with TLS
+# required and client certificates of that CA only.
+# Markers on the console: TROMCHO-FIRSTBOOT-OK or -FAIL.
 set -eu
 E=/etc/tromcho C=/etc/tromcho/certs L=/var/lib/tromcho
 KV=127.0.0.1:2379 IMAGE=${TROMCHO_VM_IMAGE:-demo} SIZE=${TROMCHO_VM_SIZE:-1G} TENANT=tenant
@@ -66,6 +71,21 @@ CONF
 # Plain NBD on every address of the VM: the host reaches it only through
 # QEMU's user network (hostfwd to the host's loopback).
 printf 'NBDKIT_PORT=10809\nNBDKIT_LISTEN=0.0.0.0\nNBDKIT_TLS=\n' > "$E/nbdkit/$TENANT.env"
+units="nbdkit-tromcho@$TENANT.service"
+modprobe qemu_fw_cfg 2>/dev/null || true
+fw=/sys/firmware/qemu_fw_cfg/by_name/opt/tromcho/nbd-tls
+if [ -f "$fw/server-key.pem/raw" ]; then
+  tls=$E/nbdkit/$TENANT-tls
+  mkdir -p "$tls"
+  for f in ca-cert.pem server-cert.pem server-key.pem; do
+    cat "$fw/$f/raw" > "$tls/$f" || fail "fw_cfg opt/tromcho/nbd-tls/$f"
+  done
+  cp "$E/nbdkit/$TENANT.conf" "$E/nbdkit/$TENANT-tls.conf"
+  printf 'NBDKIT_PORT=10810\nNBDKIT_LISTEN=0.0.0.0\nNBDKIT_TLS=--tls=require --tls-certificates=%s --tls-verify-peer\n' \
+    "$tls" > "$E/nbdkit/$TENANT-tls.env"
+  units="$units nbdkit-tromcho@$TENANT-tls.service"
+  say "NBD over TLS on port 10810 (the host's NBD CA for $TENANT)"
+fi
 chgrp -R tromcho "$E"
 chmod -R g+rX,o-rwx "$E"
 
@@ -91,6 +111,7 @@ tromcho info "$IMAGE" >/dev/null 2>&1 ||
   tromcho create "$IMAGE" -s "$SIZE" --enc_key auto --owner "$TENANT" >/dev/null || fail "create $IMAGE"
 say "encrypted image $IMAGE ($SIZE), owned by $TENANT"
 
-systemctl enable --now "nbdkit-tromcho@$TENANT.service" || fail "start nbdkit-tromcho@$TENANT"
+# shellcheck disable=SC2086
+systemctl enable --now $units || fail "start $units"
 touch "$L/firstboot.done"
 echo "TROMCHO-FIRSTBOOT-OK nbd://THIS-MACHINE:10809/$IMAGE"
