@@ -20,7 +20,7 @@
 # was written.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 requires tromcho qemu-system-x86_64 qemu-img nbd-client busybox cpio e2fsck debugfs python3 nbdinfo nbdcopy nbdsh
-[ $# = 1 ] && [ -f "$1" ] || fail "usage: tests/test-vm.sh IMAGE.qcow2"
+if [ $# != 1 ] || [ ! -f "$1" ]; then fail "usage: tests/test-vm.sh IMAGE.qcow2"; fi
 IMAGE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 OVMF=/usr/share/ovmf/OVMF.fd
 [ -f "$OVMF" ] || fail "no $OVMF (package ovmf)"
@@ -87,8 +87,7 @@ for cmd in ("qmp_capabilities", "system_powerdown"):
     while "return" not in json.loads(f.readline()):
         pass
 PY
-  local i
-  for i in $(seq 1800); do kill -0 "$APP_PID" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 1800); do kill -0 "$APP_PID" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$APP_PID" 2>/dev/null && fail "the appliance did not power off within 180 s"
   wait "$APP_PID" 2>/dev/null || true
 }
