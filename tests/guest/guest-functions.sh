@@ -30,11 +30,16 @@ kernel_guest () {
   "$G/make-initramfs.sh" "$GUEST_KVER" "$TESTDIR/$name.pattern" "$TESTDIR/$name.cpio" $tlsdir ||
     fail "cannot build the guest's initramfs"
   start=$(date +%s)
+  # In the background and waited for, so that a signal to the test stops
+  # it at once (by PID, in the cleanup) instead of after the guest.
   timeout 600 qemu-system-x86_64 -M pc -accel tcg -cpu max -m 512 -smp 1 -nodefaults -display none -no-reboot \
     -bios "$QBOOT" -kernel "$TESTDIR/vmlinux" -initrd "$TESTDIR/$name.cpio" \
     -append "console=ttyS0 panic=-1 quiet tc.export=demo tc.tls=$tls" -serial "file:$TESTDIR/$name.console" \
     -netdev "user,id=n0,restrict=on,guestfwd=tcp:10.0.2.100:10809-cmd:python3 $G/relay.py 127.0.0.1 $port" \
-    -device virtio-net-pci,netdev=n0 >"$TESTDIR/$name.qemu" 2>&1 || { cat "$TESTDIR/$name.qemu"; fail "qemu failed"; }
+    -device virtio-net-pci,netdev=n0 >"$TESTDIR/$name.qemu" 2>&1 &
+  local pid=$!
+  cleanup_fn "stop_pid $pid"
+  wait "$pid" || { cat "$TESTDIR/$name.qemu"; fail "qemu failed"; }
   echo "$name: guest ran $(( $(date +%s) - start )) s"
   grep -E "^TC-" "$TESTDIR/$name.console"
   grep -q "^TC-GUEST-OK" "$TESTDIR/$name.console" ||
