@@ -94,6 +94,8 @@ NET
 install -D -m 0755 "$top/vm/firstboot.sh" "$R/usr/lib/tromcho/firstboot"
 install -m 0644 "$top/vm/tromcho-firstboot.service" "$R/etc/systemd/system/tromcho-firstboot.service"
 chroot "$R" systemctl enable --quiet systemd-networkd.service tromcho-firstboot.service
+v=$(chroot "$R" systemd-analyze verify --man=no tromcho-firstboot.service 2>&1) || die "systemd-analyze verify: $v"
+[ -z "$v" ] || die "systemd-analyze verify warns: $v"
 
 kver=$(cd "$R/boot" && ls vmlinuz-* | sed 's/^vmlinuz-//' | sort -V | tail -n 1)
 [ -n "$kver" ] || die "no kernel in the root"
