@@ -54,12 +54,13 @@ appliance_boot () {
     -netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$PORT-:10809,hostfwd=tcp:127.0.0.1:$TPORT-:10810" \
     -device virtio-net-pci,netdev=n0 "${FW_CFG[@]}" -qmp "unix:$TESTDIR/qmp.sock,server=on,wait=off" \
     -serial "file:$TESTDIR/$name.console" >"$TESTDIR/$name.qemu" 2>&1 &
-  APP_PID=$!
+  APP_PID=$! APP_CONSOLE=$TESTDIR/$name.console
   cleanup_fn "stop_pid $APP_PID"
 }
-# the export answers, or the appliance died (then stop waiting)
+# the export answers, or the appliance died or its first boot failed (then
+# stop waiting)
 export_up () {
-  kill -0 "$APP_PID" 2>/dev/null || { echo "the appliance VM exited" >&2; return 0; }
+  kill -0 "$APP_PID" 2>/dev/null && ! grep -aq TROMCHO-FIRSTBOOT-FAIL "$APP_CONSOLE" || return 0
   nbdinfo --size "$URI" >/dev/null 2>&1
 }
 # appliance_wait NAME: wait for the export (at most 15 min) and print the time
@@ -68,6 +69,7 @@ appliance_wait () {
   WAIT_SECS=900 wait_for export_up ||
     { tail -n 40 "$TESTDIR/$name.console"; fail "$name: no NBD export after 900 s"; }
   kill -0 "$APP_PID" 2>/dev/null || { cat "$TESTDIR/$name.qemu"; tail -n 40 "$TESTDIR/$name.console"; fail "$name: the appliance VM exited"; }
+  ! grep -aq TROMCHO-FIRSTBOOT-FAIL "$APP_CONSOLE" || { tail -n 40 "$APP_CONSOLE"; fail "$name: the first boot failed"; }
   echo "$name: boot to export $(( $(date +%s) - start )) s"
   [ "$(nbdinfo --size "$URI")" = $((1 << 30)) ] || fail "$name: the export is not 1 GiB"
   WAIT_SECS=60 wait_for nbdinfo --size "$TLS_URI" || fail "$name: no NBD export over TLS"
