@@ -201,7 +201,8 @@ watch_park_free(struct watch_park *p)
     SCOPED_LOCK(&p->mu);
     p->stop_thread = true;
   }
-  kvs_wake_all(p->s);
+  if (p->s)
+    kvs_wake_all(p->s);
   pthread_join(p->thread, NULL);
   pthread_mutex_destroy(&p->mu);
   free(p);
