@@ -275,6 +275,7 @@ struct proxy_src {
   int64_t rev;                 /* every read at this revision (0: not yet known) */
   struct guard *g;
   size_t n, cap;
+  bool reads_only;             /* a range or a watch: nothing to guard */
   bool failed;
   struct kv_err err;
 };
@@ -316,6 +317,8 @@ src_fail(struct proxy_src *ps, const struct kv_err *err)
 static int
 add_guard(struct proxy_src *ps, const uint8_t *key, size_t klen, const uint8_t *end, size_t elen, int64_t mod)
 {
+  if (ps->reads_only)
+    return 0;
   for (size_t i = 0; i < ps->n; i++)
     if (ps->g[i].klen == klen && !memcmp(ps->g[i].key, key, klen) && ps->g[i].elen == elen &&
         (!elen || !memcmp(ps->g[i].end, end, elen)))
@@ -454,6 +457,12 @@ src_keys(void *ctx, const uint8_t *key, size_t klen, const uint8_t *end, size_t 
   if (rc == 0 && add_guard(ps, key, klen, end, elen ? elen : 0, -1) < 0)
     rc = -1;
   return rc;
+}
+
+void
+proxy_src_reads_only(struct proxy_src *ps)
+{
+  ps->reads_only = true;
 }
 
 void
@@ -687,6 +696,8 @@ kvproxy_op(struct kvproxy *px, const struct caller *who, const struct kv_op *op,
       return NULL;
     }
     struct kvfilter_req rq;
+    if (op->type == KV_OP_RANGE)
+      proxy_src_reads_only(ps);
     int f = proxy_filter_begin(ps, who, &rq, err);
     json_object *r = NULL;
     bool again = false;

@@ -78,6 +78,9 @@ struct kvfilter_req;
 struct proxy_src *proxy_src_new(struct kvproxy *px, int64_t rev);
 void proxy_src_free(struct proxy_src *ps);
 void proxy_src_bind(struct proxy_src *ps, struct kvfilter_src *src);
+/* Reads only (a range, a watch): no guards kept, so no limit on how many
+ * records a filtered reply may need. */
+void proxy_src_reads_only(struct proxy_src *ps);
 /* Start the filter for who: 1 (rq set, kvfilter_end after), 0 (no filter),
  * -1 with err set. */
 int proxy_filter_begin(struct proxy_src *ps, const struct caller *who, struct kvfilter_req *rq, struct kv_err *err);

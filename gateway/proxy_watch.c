@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -50,7 +51,7 @@ struct proxy_watch {
   struct park_entry pe;
   const volatile bool *stopping;
   bool created, ending;
-  int64_t progress_ms, last_sent_ms, retry_ms;
+  int64_t progress_ms, last_sent_ms, retry_ms, restarted_ms;
   char *out;
   size_t outlen, outpos;
   struct gw_identity gid;
@@ -59,6 +60,9 @@ struct proxy_watch {
   void (*on_free)(void *arg);
   void *on_free_arg;
 };
+
+/* Bytes queued by every proxy watch together (PROXY_WATCHES_MAX_BYTES). */
+static _Atomic size_t queued_total;
 
 static int64_t
 now_ms(void)
@@ -154,7 +158,10 @@ on_update(void *arg, const struct tc_kv_watch_update *u)
   if (u->compact_revision > 0 && !w->compact_rev)
     w->compact_rev = u->compact_revision;
   else if (u->n_events && !w->paused && !w->compact_rev) {
-    if (!b || w->bytes + b->bytes > PROXY_WATCH_MAX_BYTES) {
+    if (!b || w->bytes + b->bytes > PROXY_WATCH_MAX_BYTES ||
+        atomic_fetch_add(&queued_total, b->bytes) + b->bytes > PROXY_WATCHES_MAX_BYTES) {
+      if (b && w->bytes + b->bytes <= PROXY_WATCH_MAX_BYTES)
+        atomic_fetch_sub(&queued_total, b->bytes);
       /* The watcher is behind (or memory is short): drop from here on and
        * read them again from etcd once it has caught up. */
       w->paused = true;
@@ -258,6 +265,7 @@ kvproxy_watch_free(void *cls)
   while (w->head) {
     struct pbatch *b = w->head;
     w->head = b->next;
+    atomic_fetch_sub(&queued_total, b->bytes);
     batch_free(b);
   }
   pthread_mutex_destroy(&w->mu);
@@ -328,7 +336,14 @@ next_batch(struct proxy_watch *w)
     return emit(w, r) < 0 ? -1 : 1;
   }
   if (restart) {
-    /* Caught up with what was queued: read the rest again from etcd. */
+    /* Caught up with what was queued: read the rest again from etcd (at
+     * most once a second: under the global budget a watch may pause with
+     * nothing queued). */
+    if (now_ms() - w->restarted_ms < 1000) {
+      w->retry_ms = w->restarted_ms + 1000;
+      return 0;
+    }
+    w->restarted_ms = now_ms();
     tc_kv_watch_cancel(w->kw);
     w->kw = NULL;
     pthread_mutex_lock(&w->mu);
@@ -355,6 +370,7 @@ next_batch(struct proxy_watch *w)
     /* Each batch judged by the rights of now, read from etcd. */
     if (!(ps = proxy_src_new(w->px, 0)))
       return -1;
+    proxy_src_reads_only(ps);
     f = proxy_filter_begin(ps, &w->who, &rq, &err);
   }
   json_object *events = f >= 0 ? json_object_new_array() : NULL;
@@ -385,6 +401,7 @@ next_batch(struct proxy_watch *w)
     w->tail = NULL;
   w->bytes -= b->bytes;
   pthread_mutex_unlock(&w->mu);
+  atomic_fetch_sub(&queued_total, b->bytes);
   int64_t rev = b->rev;
   batch_free(b);
   if (!json_object_array_length(events)) {

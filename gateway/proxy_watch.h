@@ -1,6 +1,6 @@
 /* One /v3/watch stream through the proxy: an etcd watch (the KV client's,
  * with prev_kv) per stream, its events queued (at most
- * PROXY_WATCH_MAX_BYTES; beyond, the etcd watch is dropped and started
+ * PROXY_WATCH_MAX_BYTES, all together PROXY_WATCHES_MAX_BYTES; beyond, the etcd watch is dropped and started
  * again from the first event not queued once the client has caught up, as
  * etcd does with a slow watcher) and filtered for the watcher as they are
  * sent, with the rights of that moment read from etcd. The reply is the
@@ -15,6 +15,8 @@
 #include "watch_park.h"
 
 #define PROXY_WATCH_MAX_BYTES (2 << 20)
+/* ... and by all of them together. */
+#define PROXY_WATCHES_MAX_BYTES ((size_t) 256 << 20)
 
 struct proxy_watch;
 
