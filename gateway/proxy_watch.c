@@ -158,10 +158,18 @@ on_update(void *arg, const struct tc_kv_watch_update *u)
   if (u->compact_revision > 0 && !w->compact_rev)
     w->compact_rev = u->compact_revision;
   else if (u->n_events && !w->paused && !w->compact_rev) {
-    if (!b || w->bytes + b->bytes > PROXY_WATCH_MAX_BYTES ||
-        atomic_fetch_add(&queued_total, b->bytes) + b->bytes > PROXY_WATCHES_MAX_BYTES) {
-      if (b && w->bytes + b->bytes <= PROXY_WATCH_MAX_BYTES)
+    /* A batch is always taken into an empty queue (etcd's catch-up
+     * messages hold many revisions at once: refusing one that alone is
+     * over the cap would never make progress). */
+    bool room = b && (!w->head || w->bytes + b->bytes <= PROXY_WATCH_MAX_BYTES);
+    if (room) {
+      size_t total = atomic_fetch_add(&queued_total, b->bytes) + b->bytes;
+      if (w->head && total > PROXY_WATCHES_MAX_BYTES) {
         atomic_fetch_sub(&queued_total, b->bytes);
+        room = false;
+      }
+    }
+    if (!room) {
       /* The watcher is behind (or memory is short): drop from here on and
        * read them again from etcd once it has caught up. */
       w->paused = true;
@@ -350,7 +358,7 @@ next_batch(struct proxy_watch *w)
     w->paused = false;
     int64_t from = w->resume_rev;
     pthread_mutex_unlock(&w->mu);
-    tc_debug("etcd_proxy: watch of %s caught up: resuming from revision %" PRId64, w->who.identity ?
+    tc_info("etcd_proxy: watch of %s caught up: resuming from revision %" PRId64, w->who.identity ?
              w->who.identity : "anyone", from);
     w->kw = tc_kv_watch_range(kvproxy_kv(w->px), w->req.key.p, w->req.key.n, w->req.end.n ? w->req.end.p : NULL,
                               w->req.end.n, from, true, on_update, w);
