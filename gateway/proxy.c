@@ -18,7 +18,10 @@ struct kvproxy {
   struct tc_kv *kv;
   char *urls_text;                /* for messages: "https://a, https://b" */
   pthread_mutex_t mu;
-  json_object *hdr;               /* the last etcd header: cluster, member, term */
+  /* The last etcd header's cluster_id, member_id, raft_term, as text:
+   * never a json_object shared between threads (json-c's reference counts
+   * are not atomic: a header shared by two threads leaked, or worse). */
+  char hdr[3][32];
   char prefix[128];
 };
 
@@ -141,7 +144,6 @@ kvproxy_free(struct kvproxy *px)
   if (!px)
     return;
   tc_kv_free(px->kv);
-  json_object_put(px->hdr);
   pthread_mutex_destroy(&px->mu);
   free(px->urls_text);
   free(px);
@@ -197,9 +199,13 @@ learn_header(struct kvproxy *px, json_object *reply)
     r = h;
   if (!json_object_object_get_ex(r, "header", &h) || !json_object_is_type(h, json_type_object))
     return;
+  static const char *const names[] = { "cluster_id", "member_id", "raft_term" };
   pthread_mutex_lock(&px->mu);
-  json_object_put(px->hdr);
-  px->hdr = json_object_get(h);
+  for (int i = 0; i < 3; i++) {
+    json_object *v;
+    if (json_object_object_get_ex(h, names[i], &v))
+      snprintf(px->hdr[i], sizeof px->hdr[i], "%s", json_object_get_string(v));
+  }
   pthread_mutex_unlock(&px->mu);
 }
 
@@ -210,12 +216,10 @@ kvproxy_header(struct kvproxy *px, int64_t rev)
   if (!h)
     return NULL;
   pthread_mutex_lock(&px->mu);
-  if (px->hdr) {
-    json_object_object_foreach(px->hdr, k, v) {
-      if (strcmp(k, "revision") != 0)
-        json_object_object_add(h, k, json_object_get(v));
-    }
-  }
+  static const char *const names[] = { "cluster_id", "member_id", "raft_term" };
+  for (int i = 0; i < 3; i++)
+    if (px->hdr[i][0])
+      json_object_object_add(h, names[i], json_object_new_string(px->hdr[i]));
   pthread_mutex_unlock(&px->mu);
   if (rev)
     json_object_object_add(h, "revision", kvx_int64(rev));

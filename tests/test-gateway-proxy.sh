@@ -230,7 +230,7 @@ out=$(curl -s --cacert "$E/etcd.crt" --cert "$P/alice.crt" --key "$P/alice.key" 
 for n in 1 2 3; do stop_pid "$(cat "$TESTDIR/osd$n/pid")"; done
 gwpid=$(cat "$TESTDIR/gw/pid")
 kill "$gwpid"
-wait "$gwpid" || fail "the proxy did not stop cleanly on SIGTERM (status $?)"
+wait "$gwpid" || { st=$?; tail -60 "$GW_LOG"; fail "the proxy did not stop cleanly on SIGTERM (status $st)"; }
 kv_stop e1
 echo "(1) one etcd member behind the proxy: ok"
 
@@ -305,7 +305,7 @@ echo "(2) kill -9 of the etcd member in use under load: nothing lost: ok"
 lid=$(curl_as admin -X POST "$KV_URL/v3/lease/grant" -d '{"TTL": "60"}' | python3 -c 'import sys, json; print(json.load(sys.stdin)["ID"])')
 [ -n "$lid" ] || fail "admin's lease grant"
 kill "$GW2"
-wait "$GW2" || fail "the proxy over 3 members did not stop cleanly on SIGTERM (status $?)"
+wait "$GW2" || { st=$?; tail -60 "$TESTDIR/gw2/log"; fail "the proxy over 3 members did not stop cleanly on SIGTERM (status $st)"; }
 start_gw2
 for op in keepalive revoke; do
   out=$(curl_as osd -X POST "$KV_URL/v3/lease/$op" -d "{\"ID\": \"$lid\"}")
@@ -314,6 +314,6 @@ done
 curl_as admin -X POST "$KV_URL/v3/lease/keepalive" -d "{\"ID\": \"$lid\"}" | grep -q '"TTL":"60"' ||
   fail "after a restart, admin cannot keep his lease alive"
 kill "$GW2"
-wait "$GW2" || fail "the restarted proxy did not stop cleanly on SIGTERM (status $?)"
+wait "$GW2" || { st=$?; tail -60 "$TESTDIR/gw2/log"; fail "the restarted proxy did not stop cleanly on SIGTERM (status $st)"; }
 echo "lease owners survive a restart of the gateway: ok"
 echo "test-gateway-proxy: ok"
