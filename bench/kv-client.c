@@ -14,6 +14,7 @@
 #include "error.h"
 #include "kv_client.h"
 #include "log.h"
+#include "vector.h"
 
 struct worker {
   struct tc_kv *kv;
@@ -59,14 +60,8 @@ run(void *arg)
         fprintf(stderr, "kv-client: %s\n", tc_last_error());
       continue;
     }
-    if (w->n == w->cap) {
-      size_t cap = w->cap ? w->cap * 2 : 4096;
-      double *p = realloc(w->lat, cap * sizeof *p);
-      if (!p)
-        break;
-      w->lat = p;
-      w->cap = cap;
-    }
+    if (tc_grow(&w->lat, &w->cap, w->n + 1, sizeof *w->lat, 4096) < 0)
+      break;
     w->lat[w->n++] = (t1 - t0) * 1e6;
   }
   return NULL;

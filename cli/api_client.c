@@ -5,6 +5,7 @@
 #include <string.h>
 #include <curl/curl.h>
 #include "api_client.h"
+#include "vector.h"
 
 #define API_MAX_REPLY (64u << 20)
 
@@ -23,7 +24,7 @@ cli_api_add(json_object *o, const char *k, const char *v)
 
 struct buf {
   char *p;
-  size_t n;
+  size_t n, cap;
   bool too_big;
 };
 
@@ -36,13 +37,11 @@ on_data(char *p, size_t size, size_t nmemb, void *opaque)
     b->too_big = true;
     return 0;
   }
-  char *np = realloc(b->p, b->n + n + 1);
-  if (!np)
+  if (tc_grow(&b->p, &b->cap, b->n + n + 1, 1, 4096) < 0)
     return 0;
-  memcpy(np + b->n, p, n);
+  memcpy(b->p + b->n, p, n);
   b->n += n;
-  np[b->n] = 0;
-  b->p = np;
+  b->p[b->n] = 0;
   return n;
 }
 

@@ -44,7 +44,9 @@ cli_progress_update(struct cli_progress *p, uint64_t done)
   if (!p->on)
     return;
   double t = now();
-  if (t - p->last < 0.25)
+  /* The first line as soon as something is done (a fast copy may end
+   * before the first quarter second), then four a second. */
+  if (p->drawn ? t - p->last < 0.25 : done == 0)
     return;
   p->last = t;
   double el = t - p->t0, rate = el > 0 ? (double) done / el : 0;

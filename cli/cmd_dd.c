@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include "cli_progress.h"
 #include "cli_util.h"
+#include "fullio.h"
 #include "commands.h"
 #include "error.h"
 #include "image.h"
@@ -59,18 +60,7 @@ dd_fail(struct dd *d, const char *prefix, const char *what, const char *why)
 static ssize_t
 read_full(int fd, uint8_t *buf, size_t len, bool positional, uint64_t off)
 {
-  size_t got = 0;
-  while (got < len) {
-    ssize_t n = positional ? pread(fd, buf + got, len - got, (off_t) (off + got)) : read(fd, buf + got, len - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return -1;
-    if (n == 0)
-      break;
-    got += (size_t) n;
-  }
-  return (ssize_t) got;
+  return tc_read_full(fd, buf, len, positional ? (off_t) off : -1);
 }
 
 static int
@@ -81,16 +71,7 @@ write_full(int fd, const uint8_t *buf, size_t len, bool positional, uint64_t off
     if (fl >= 0)
       fcntl(fd, F_SETFL, fl & ~O_DIRECT);
   }
-  size_t done = 0;
-  while (done < len) {
-    ssize_t n = positional ? pwrite(fd, buf + done, len - done, (off_t) (off + done)) : write(fd, buf + done, len - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return -1;
-    done += (size_t) n;
-  }
-  return 0;
+  return tc_write_full(fd, buf, len, positional ? (off_t) off : -1);
 }
 
 static void *

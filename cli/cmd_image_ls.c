@@ -110,6 +110,22 @@ parent_name(struct tc_client *cl, const struct tc_image_meta *m, char *buf, size
   return buf;
 }
 
+/* The monitor's /inode/stats/<pool>/<id> of the image (raw_used, read,
+ * write, delete: count, bytes, iops, bps), or NULL when absent or not
+ * readable (a user may read it for the images they may read). */
+static json_object *
+inode_stats(struct tc_client *cl, const struct tc_image_meta *m)
+{
+  char k[256];
+  struct tc_kv_result r = { 0 };
+  tc_client_key(cl, k, sizeof k, "/inode/stats/%" PRIu64 "/%" PRIu64, m->pool, m->id);
+  json_object *j = NULL;
+  if (tc_kv_get(tc_client_kv(cl), k, 0, &r) == 0 && r.n_kvs)
+    j = json_tokener_parse((const char *) r.kvs[0].value);
+  tc_kv_result_free(&r);
+  return j;
+}
+
 static json_object *
 meta_json(struct tc_client *cl, struct usage *u, const struct tc_image_meta *m, bool writable)
 {
@@ -134,6 +150,7 @@ meta_json(struct tc_client *cl, struct usage *u, const struct tc_image_meta *m, 
   json_object_object_add(o, "owner", m->owner ? json_object_new_string(m->owner) : NULL);
   json_object_object_add(o, "owner_group", m->owner_group ? json_object_new_string(m->owner_group) : NULL);
   json_object_object_add(o, "reader_group", m->reader_group ? json_object_new_string(m->reader_group) : NULL);
+  json_object_object_add(o, "stats", inode_stats(cl, m));
   return o;
 }
 
@@ -309,6 +326,19 @@ cmd_image_info(int argc, char **argv, struct tc_config *cfg)
     printf("owner:        %s\n", m.owner ? m.owner : "-");
     printf("owner_group:  %s\n", m.owner_group ? m.owner_group : "-");
     printf("reader_group: %s\n", m.reader_group ? m.reader_group : "-");
+    json_object *st, *x, *r;
+    if (json_object_object_get_ex(o, "stats", &st) && st) {
+      char s2[32];
+      printf("raw used:     %s (every copy, from the monitor's /inode/stats)\n",
+             cli_human((uint64_t) jint(st, "raw_used"), s, sizeof s));
+      const char *kinds[3] = { "read", "write", "delete" };
+      for (int k = 0; k < 3; k++)
+        if (json_object_object_get_ex(st, kinds[k], &x))
+          printf("%-13s %" PRId64 " %ss, %s; now %.0f op/s, %s/s\n", k == 0 ? "io:" : "", jint(x, "count"), kinds[k],
+                 cli_human((uint64_t) jint(x, "bytes"), s, sizeof s),
+                 json_object_object_get_ex(x, "iops", &r) ? json_object_get_double(r) : 0,
+                 cli_human((uint64_t) jint(x, "bps"), s2, sizeof s2));
+    }
   }
   json_object_put(o);
   usage_free(&u);

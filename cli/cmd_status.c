@@ -5,7 +5,9 @@
  * list of OSDs it saw), /pg/state/<pool>/<pg> (what each primary reports:
  * {"state": ["active", "degraded", "recovering", ...], "primary": N, ...},
  * or a string), /osd/stats/<n> (each OSD's rates, capacity, scrub totals;
- * administrators only: without it the rates and capacity are left out).
+ * administrators only: without it the rates and capacity are left out),
+ * /pool/stats/<pool> (the monitor's sums: usage and I/O of each pool;
+ * administrators only).
  * A /pg/state report from an OSD that is no longer the PG's primary is
  * stale and ignored. */
 #include <config.h>
@@ -299,6 +301,27 @@ cmd_status(int argc, char **argv, struct tc_config *cfg)
   json_object_object_add(root, "capacity", jc);
   json_object_object_add(root, "scrub", js);
   json_object_object_add(root, "osds", jo);
+  /* The monitor's sums for each pool (administrators may read them). */
+  struct tc_kv_result pst = { 0 };
+  char pskey[256];
+  tc_client_key(cl, pskey, sizeof pskey, "/pool/stats/");
+  if (tc_kv_get_prefix(tc_client_kv(cl), pskey, 0, &pst) < 0) {
+    tc_kv_result_free(&pst);
+    memset(&pst, 0, sizeof pst);
+  }
+  for (size_t i = 0; i < json_object_array_length(jp); i++) {
+    json_object *pj = json_object_array_get_idx(jp, i), *f;
+    json_object_object_get_ex(pj, "pool_id", &f);
+    char want[300];
+    snprintf(want, sizeof want, "%s%" PRId64, pskey, json_object_get_int64(f));
+    for (size_t k = 0; k < pst.n_kvs; k++)
+      if (!strcmp((const char *) pst.kvs[k].key, want)) {
+        json_object *v = json_tokener_parse((const char *) pst.kvs[k].value);
+        if (v)
+          json_object_object_add(pj, "stats", v);
+      }
+  }
+  tc_kv_result_free(&pst);
   json_object_object_add(root, "pools", jp);
   if (json)
     printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
@@ -322,6 +345,21 @@ cmd_status(int argc, char **argv, struct tc_config *cfg)
     }
     printf("scrub:    %" PRId64 " bad sectors found, %" PRId64 " repaired; %" PRIu64 " pgs scrubbing, %" PRIu64
            " inconsistent\n", scrub_bad, scrub_repaired, scrubbing, inconsistent);
+    for (size_t i = 0; i < json_object_array_length(jp); i++) {
+      json_object *pj = json_object_array_get_idx(jp, i), *ps, *f;
+      if (!json_object_object_get_ex(pj, "stats", &ps))
+        continue;
+      double v[7];
+      const char *names[7] = { "used", "raw_used", "usable_free", "read_iops", "write_iops", "read_bps", "write_bps" };
+      for (int k = 0; k < 7; k++)
+        v[k] = json_object_object_get_ex(ps, names[k], &f) ? json_object_get_double(f) : 0;
+      json_object *nm = NULL;
+      json_object_object_get_ex(pj, "name", &nm);
+      int64_t images = json_object_object_get_ex(ps, "images", &f) ? json_object_get_int64(f) : 0;
+      printf("%-9s %s: %.1f MiB used (%.1f MiB raw), %.1f MiB avail; %" PRId64 " images; %.0f op/s rd, %.0f op/s wr, "
+             "%.1f MB/s rd, %.1f MB/s wr\n", i ? "" : "pool", nm ? json_object_get_string(nm) : "?", v[0] / 1048576.0,
+             v[1] / 1048576.0, v[2] / 1048576.0, images, v[3], v[4], v[5] / 1e6, v[6] / 1e6);
+    }
   }
   json_object_put(root);
   free(known);

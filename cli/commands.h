@@ -29,5 +29,7 @@ int cmd_image_flatten(int argc, char **argv, struct tc_config *cfg);
 int cmd_image_rm(int argc, char **argv, struct tc_config *cfg);
 int cmd_dd(int argc, char **argv, struct tc_config *cfg);
 int cmd_status(int argc, char **argv, struct tc_config *cfg);
+int cmd_scrub(int argc, char **argv, struct tc_config *cfg);
+int cmd_describe(int argc, char **argv, struct tc_config *cfg);
 
 #endif

@@ -36,6 +36,10 @@ static const struct tc_command commands[] = {
   { "dd", cmd_dd, "dd [if=FILE|iimg=IMAGE] [of=FILE|oimg=IMAGE] [bs=1M] [count=N] [skip=N] [seek=N]\n"
     "       [iflag=direct] [oflag=direct] [conv=notrunc] [iodepth=8]   copy data" },
   { "status", cmd_status, "status [--json]                   health, OSDs, PG states, recovery, client I/O, capacity, scrub" },
+  { "scrub", cmd_scrub, "scrub [--pool P] [--pg N] [--osd N] [--wait] [--timeout S] [--json]\n"
+                        "                                  ask for a scrub now (admin); --wait: report bad and repaired sectors" },
+  { "describe", cmd_describe, "describe [--pool P] [--osd N] [--object-state degraded,inconsistent,incomplete] [--json]\n"
+                              "                                  objects that are not clean, from every OSD (admin)" },
   { NULL, NULL, NULL }
 };
 

@@ -1,7 +1,9 @@
 /* tromcho-fuse MOUNTPOINT: every image the user may read as a regular file
  * of the image's size (snapshots NAME@SNAP read-only). read, write, fsync
  * (cluster-wide flush), truncate (resize, owner only), fallocate (punch
- * hole = trim, zero range), direct I/O; multithreaded. (After nbdfuse.) */
+ * hole = trim, zero range), direct I/O; multithreaded. (After nbdfuse.)
+ * metrics_port N serves Prometheus /metrics (metrics_frontend.h, series
+ * tromcho_fuse_*). */
 #include <config.h>
 #define FUSE_USE_VERSION 35
 #include <errno.h>
@@ -19,12 +21,15 @@
 #include "error.h"
 #include "image.h"
 #include "log.h"
+#include "metrics.h"
+#include "metrics_frontend.h"
 #include "tc_config.h"
 
 /* Set in main before fuse_main; the client is created in init, after
  * fuse has daemonized. */
 static struct tc_config *cfg;
 static struct tc_client *client;
+static struct tc_fe_metrics *metrics;   /* started in init (NULL: metrics_port 0) */
 static time_t mount_time;
 
 static void *
@@ -39,12 +44,18 @@ tf_init(struct fuse_conn_info *conn, struct fuse_config *fc)
     tc_err("cannot connect to the cluster: %s", tc_last_error());
     fuse_exit(fuse_get_context()->fuse);
   }
+  else if (tc_fe_metrics_start(cfg, "tromcho_fuse", &metrics) < 0) {
+    tc_err("metrics: %s", tc_last_error());
+    fuse_exit(fuse_get_context()->fuse);
+  }
   return NULL;
 }
 
 static void
 tf_destroy(void *data)
 {
+  tc_fe_metrics_stop(metrics);
+  metrics = NULL;
   tc_client_free(client);
   client = NULL;
 }
@@ -55,6 +66,14 @@ fail(const char *what)
   int e = errno ? errno : EIO;
   tc_debug("%s: %s", what, tc_last_error());
   return -e;
+}
+
+/* The end of a request: its metrics, then r (a result or -errno). */
+static int
+done(enum tc_fe_op op, uint64_t bytes, double t0, int r)
+{
+  tc_fe_metrics_op(metrics, op, bytes, t0, r < 0);
+  return r;
 }
 
 /* Set at start-up, read-only afterwards: whether other local users were
@@ -143,6 +162,7 @@ tf_open(const char *path, struct fuse_file_info *fi)
     return -EACCES;
   }
   fi->fh = (uintptr_t) img;
+  tc_fe_metrics_handle(metrics, 1);
   /* O_DIRECT: bypass the page cache, every read and write reaches the image. */
   fi->direct_io = (fi->flags & O_DIRECT) != 0;
   fi->keep_cache = 0;
@@ -153,6 +173,7 @@ static int
 tf_release(const char *path, struct fuse_file_info *fi)
 {
   tc_image_free((struct tc_image *) (uintptr_t) fi->fh);
+  tc_fe_metrics_handle(metrics, -1);
   return 0;
 }
 
@@ -165,7 +186,8 @@ tf_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_in
     return 0;
   if (size > isize - (uint64_t) off)
     size = isize - (uint64_t) off;
-  return tc_image_read(img, buf, size, (uint64_t) off) < 0 ? fail("read") : (int) size;
+  double t0 = tc_metrics_now();
+  return done(TC_FE_READ, size, t0, tc_image_read(img, buf, size, (uint64_t) off) < 0 ? fail("read") : (int) size);
 }
 
 static int
@@ -173,13 +195,15 @@ tf_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_
 {
   struct tc_image *img = (struct tc_image *) (uintptr_t) fi->fh;
   /* Images do not grow by writing: truncate resizes them. */
-  return tc_image_write(img, buf, size, (uint64_t) off) < 0 ? fail("write") : (int) size;
+  double t0 = tc_metrics_now();
+  return done(TC_FE_WRITE, size, t0, tc_image_write(img, buf, size, (uint64_t) off) < 0 ? fail("write") : (int) size);
 }
 
 static int
 tf_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
-  return tc_image_flush((struct tc_image *) (uintptr_t) fi->fh) < 0 ? fail("fsync") : 0;
+  double t0 = tc_metrics_now();
+  return done(TC_FE_FLUSH, 0, t0, tc_image_flush((struct tc_image *) (uintptr_t) fi->fh) < 0 ? fail("fsync") : 0);
 }
 
 static int
@@ -198,10 +222,13 @@ static int
 tf_fallocate(const char *path, int mode, off_t off, off_t len, struct fuse_file_info *fi)
 {
   struct tc_image *img = (struct tc_image *) (uintptr_t) fi->fh;
+  double t0 = tc_metrics_now();
   if (mode & FALLOC_FL_PUNCH_HOLE)
-    return tc_image_trim(img, (uint64_t) len, (uint64_t) off) < 0 ? fail("punch hole") : 0;
+    return done(TC_FE_TRIM, (uint64_t) len, t0,
+                tc_image_trim(img, (uint64_t) len, (uint64_t) off) < 0 ? fail("punch hole") : 0);
   if (mode & FALLOC_FL_ZERO_RANGE)
-    return tc_image_zero(img, (uint64_t) len, (uint64_t) off, false) < 0 ? fail("zero range") : 0;
+    return done(TC_FE_ZERO, (uint64_t) len, t0,
+                tc_image_zero(img, (uint64_t) len, (uint64_t) off, false) < 0 ? fail("zero range") : 0);
   if (mode == 0)   /* allocation: the image is already that size */
     return (uint64_t) (off + len) <= tc_image_size(img) ? 0 : -EFBIG;
   return -EOPNOTSUPP;

@@ -24,6 +24,8 @@
 #include "crypto.h"
 #include "watch.h"
 #include "watch_park.h"
+#include "proxy.h"
+#include "proxy_watch.h"
 #include "conn_guard.h"
 #include "gw_metrics.h"
 #include "error.h"
@@ -33,8 +35,7 @@
 
 struct kv_server {
   struct MHD_Daemon *d;
-  struct kvs *s;
-  struct leases *l;
+  struct kv_backend b;
   int fd;
   size_t max_body;            /* put and txn bodies (gateway_max_request_bytes) */
   size_t body_budget;         /* bodies in memory together (gateway_max_body_memory) */
@@ -122,9 +123,10 @@ error_text(const struct kv_err *err, int *status, size_t *outlen)
 
 /* One non-streaming request from a caller. */
 static char *
-handle(struct kvs *s, struct leases *l, const struct caller *who, const char *method, const char *path,
+handle(const struct kv_backend *b, const struct caller *who, const char *method, const char *path,
        const char *body, size_t len, int *status, size_t *outlen)
 {
+  struct kvproxy *px = b->px;
   struct kv_err err = { 0, "" };
   json_object *resp = NULL;
   enum kv_endpoint ep = KV_EP_NONE;
@@ -161,15 +163,24 @@ handle(struct kvs *s, struct leases *l, const struct caller *who, const char *me
       break;
     /* fall through */
   case KV_EP_RANGE: case KV_EP_PUT: case KV_EP_DELETE:
-    resp = kvx_op(s, who, &req.op, &err);
+    resp = px ? kvproxy_op(px, who, &req.op, &err) : kvx_op(b->s, who, &req.op, &err);
     break;
-  case KV_EP_COMPACT: resp = kvx_compact(s, who, &req.compact, &err); break;
-  case KV_EP_LEASE_GRANT: resp = lease_grant(l, who, &req.lease, &err); break;
-  case KV_EP_LEASE_REVOKE: resp = lease_revoke(l, who, &req.lease, &err); break;
-  case KV_EP_LEASE_TTL: resp = lease_timetolive(l, who, &req.lease, &err); break;
-  case KV_EP_LEASE_LEASES: resp = lease_list(l, who, &err); break;
+  case KV_EP_COMPACT:
+    resp = px ? kvproxy_compact(px, who, &req.compact, &err) : kvx_compact(b->s, who, &req.compact, &err);
+    break;
+  case KV_EP_LEASE_GRANT:
+    resp = px ? kvproxy_lease_grant(px, who, &req.lease, &err) : lease_grant(b->l, who, &req.lease, &err);
+    break;
+  case KV_EP_LEASE_REVOKE:
+    resp = px ? kvproxy_lease_revoke(px, who, &req.lease, &err) : lease_revoke(b->l, who, &req.lease, &err);
+    break;
+  case KV_EP_LEASE_TTL:
+    resp = px ? kvproxy_lease_timetolive(px, who, &req.lease, &err) : lease_timetolive(b->l, who, &req.lease, &err);
+    break;
+  case KV_EP_LEASE_LEASES: resp = px ? kvproxy_lease_list(px, who, &err) : lease_list(b->l, who, &err); break;
   case KV_EP_LEASE_KEEPALIVE: {
-    json_object *r = lease_keepalive(l, who, &req.lease, &err);
+    json_object *r = px ? kvproxy_lease_keepalive(px, who, &req.lease, &err)
+                        : lease_keepalive(b->l, who, &req.lease, &err);
     if (r) {
       resp = json_object_new_object();
       json_object_object_add(resp, "result", r);
@@ -194,14 +205,16 @@ kv_handle(struct kvs *s, struct leases *l, const char *method, const char *path,
           const char *body, size_t len, int *status, size_t *outlen)
 {
   struct caller who = { "anyone", "test", NULL, NULL };
-  return handle(s, l, &who, method, path, body, len, status, outlen);
+  struct kv_backend b = { s, l, NULL };
+  return handle(&b, &who, method, path, body, len, status, outlen);
 }
 
 char *
 kv_handle_as(struct kvs *s, struct leases *l, const struct caller *who, const char *method, const char *path,
              const char *body, size_t len, int *status, size_t *outlen)
 {
-  return handle(s, l, who, method, path, body, len, status, outlen);
+  struct kv_backend b = { s, l, NULL };
+  return handle(&b, who, method, path, body, len, status, outlen);
 }
 
 static enum MHD_Result
@@ -265,16 +278,36 @@ start_watch(struct kv_server *srv, struct MHD_Connection *conn, const struct cal
     char *t = error_text(&err, &status, &n);
     return reply(srv, conn, rc, status, t, n);
   }
-  struct watch_stream *w = watch_new(srv->s, who, &req.watch, conn, srv->park, &srv->stopping,
-                                     srv->progress_ms);
-  kv_request_free(&req);
-  if (!w)
-    return MHD_NO;
+  void *w;
+  MHD_ContentReaderCallback read_fn;
+  MHD_ContentReaderFreeCallback free_fn;
+  if (srv->b.px) {
+    struct proxy_watch *pw = kvproxy_watch_new(srv->b.px, who, &req.watch, conn, srv->park, &srv->stopping,
+                                               srv->progress_ms, &err);
+    kv_request_free(&req);
+    if (!pw) {
+      char *t = error_text(&err, &status, &n);
+      return reply(srv, conn, rc, status, t, n);
+    }
+    kvproxy_watch_on_free(pw, watch_ended, srv->metrics);
+    w = pw;
+    read_fn = kvproxy_watch_read;
+    free_fn = kvproxy_watch_free;
+  } else {
+    struct watch_stream *ws = watch_new(srv->b.s, who, &req.watch, conn, srv->park, &srv->stopping,
+                                        srv->progress_ms);
+    kv_request_free(&req);
+    if (!ws)
+      return MHD_NO;
+    watch_on_free(ws, watch_ended, srv->metrics);
+    w = ws;
+    read_fn = watch_read;
+    free_fn = watch_free;
+  }
   gw_metrics_watches(srv->metrics, 1);
-  watch_on_free(w, watch_ended, srv->metrics);
-  struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_read, w, watch_free);
+  struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, read_fn, w, free_fn);
   if (!r) {
-    watch_free(w);
+    free_fn(w);
     return MHD_NO;
   }
   MHD_add_response_header(r, "Content-Type", "application/json");
@@ -459,7 +492,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
   }
   if (strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0)
     return send_metrics(srv, conn, rc);
-  char *t = handle(srv->s, srv->l, &who, method, url, rc->body ? rc->body : "", rc->len, &status, &n);
+  char *t = handle(&srv->b, &who, method, url, rc->body ? rc->body : "", rc->len, &status, &n);
   if (status >= 500)
     tc_warn("%s %s from %s (%s): %d %.*s", method, url, rc->peer, who.identity, status, (int) n, t ? t : "");
   else if (status >= 400)
@@ -575,7 +608,7 @@ positive(struct tc_config *cfg, const char *opt, int64_t max, int *out)
 }
 
 struct kv_server *
-kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
+kv_server_start(struct tc_config *cfg, const struct kv_backend *b)
 {
   struct kv_server *srv = calloc(1, sizeof *srv);
   if (!srv) {
@@ -583,8 +616,7 @@ kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
     return NULL;
   }
   pthread_mutex_init(&srv->body_mu, NULL);
-  srv->s = s;
-  srv->l = l;
+  srv->b = *b;
   srv->max_body = (size_t) tc_config_int(cfg, "gateway_max_request_bytes");
   srv->body_budget = (size_t) tc_config_int(cfg, "gateway_max_body_memory");
   max_txn_ops = tc_config_int(cfg, "gateway_max_txn_ops");
@@ -596,7 +628,7 @@ kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l)
       positive(cfg, "gateway_max_connections_per_addr", 1 << 20, &lim.max_per_addr) < 0 ||
       positive(cfg, "gateway_idle_timeout", 86400, &lim.idle_timeout_s) < 0 ||
       positive(cfg, "gateway_request_timeout", 86400, &lim.request_timeout_s) < 0 ||
-      setup_tls(srv, cfg) < 0 || !(srv->guard = conn_guard_new(&lim)) || !(srv->park = watch_park_start(s)) ||
+      setup_tls(srv, cfg) < 0 || !(srv->guard = conn_guard_new(&lim)) || !(srv->park = watch_park_start(b->s)) ||
       !(srv->metrics = gw_metrics_new(srv->guard, srv->park))) {
     server_free(srv);
     return NULL;
@@ -671,7 +703,8 @@ kv_server_stop(struct kv_server *srv)
     return;
   srv->stopping = true;
   conn_guard_stop(srv->guard);      /* no new connections; closes the listening socket */
-  kvs_wake_all(srv->s);
+  if (srv->b.s)
+    kvs_wake_all(srv->b.s);
   watch_park_stop(srv->park);       /* every watch resumed, ends its stream */
   MHD_stop_daemon(srv->d);
   server_free(srv);

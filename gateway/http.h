@@ -8,10 +8,21 @@
 #include "tc_config.h"
 
 struct kv_server;
+struct kvproxy;
+
+/* Where requests run once parsed and (with use_perms) identified: the
+ * embedded store (s and l), or etcd behind the filtering proxy (px, with
+ * s and l NULL; proxy.h). Everything before execution (HTTP, limits,
+ * identities, parsing, the filter's rules) is the same code for both. */
+struct kv_backend {
+  struct kvs *s;
+  struct leases *l;
+  struct kvproxy *px;
+};
 
 /* Listen on gateway_address and serve. NULL with tc_last_error() naming
  * the address on a bad address or a port in use. */
-struct kv_server *kv_server_start(struct tc_config *cfg, struct kvs *s, struct leases *l);
+struct kv_server *kv_server_start(struct tc_config *cfg, const struct kv_backend *b);
 /* Whether it serves HTTPS (antietcd_cert). */
 bool kv_server_https(struct kv_server *srv);
 /* The address actually bound (host:port). */

@@ -212,8 +212,8 @@ struct grant_job {
 };
 
 /* The owner tag of a caller under use_perms, or false when unfiltered. */
-static bool
-owner_of(const struct caller *who, char *buf, size_t len)
+bool
+lease_owner_tag(const struct caller *who, char *buf, size_t len)
 {
   if (!who || !who->gid || !who->filter || !who->filter->use_perms)
     return false;
@@ -229,7 +229,7 @@ static int
 check_owner(struct leases *l, const struct caller *who, int64_t id, const char *what, struct kv_err *err)
 {
   char me[TC_CN_MAX + 8];
-  if (!owner_of(who, me, sizeof me))
+  if (!lease_owner_tag(who, me, sizeof me))
     return 0;
   int rc = 0;
   pthread_mutex_lock(&l->mu);
@@ -276,7 +276,7 @@ json_object *
 lease_grant(struct leases *l, const struct caller *who, const struct kv_lease_req *r, struct kv_err *err)
 {
   struct grant_job j = { l, r->id, r->ttl < MIN_TTL ? MIN_TTL : r->ttl, false, "" };
-  owner_of(who, j.owner, sizeof j.owner);
+  lease_owner_tag(who, j.owner, sizeof j.owner);
   if (r->ttl > MAX_TTL) {
     kv_err_set(err, KV_OUT_OF_RANGE, "etcdserver: too large lease TTL");
     return NULL;
@@ -398,7 +398,7 @@ lease_list(struct leases *l, const struct caller *who, struct kv_err *err)
 {
   (void) err;
   char me[TC_CN_MAX + 8];
-  bool filtered = owner_of(who, me, sizeof me) && !tc_perm_is_admin(&who->gid->id);
+  bool filtered = lease_owner_tag(who, me, sizeof me) && !tc_perm_is_admin(&who->gid->id);
   json_object *arr = json_object_new_array();
   pthread_mutex_lock(&l->mu);
   for (size_t i = 0; i < l->n; i++) {

@@ -17,6 +17,9 @@ json_object *lease_revoke(struct leases *l, const struct caller *who, const stru
 /* The inner result of a keepalive (the caller wraps it in "result"). */
 json_object *lease_keepalive(struct leases *l, const struct caller *who, const struct kv_lease_req *r, struct kv_err *err);
 json_object *lease_timetolive(struct leases *l, const struct caller *who, const struct kv_lease_req *r, struct kv_err *err);
+/* The owner tag of a caller under use_perms ("user:alice", "osd:CN"), or
+ * false when unfiltered (trusted: may act on every lease). */
+bool lease_owner_tag(const struct caller *who, char *buf, size_t len);
 json_object *lease_list(struct leases *l, const struct caller *who, struct kv_err *err);
 
 #endif

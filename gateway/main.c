@@ -1,5 +1,5 @@
 /* tromcho-gateway: the control plane. Serves the etcd v3 JSON API from its
- * embedded store and runs the monitor. */
+ * embedded store (or as a filtering proxy to etcd) and runs the monitor. */
 #include <config.h>
 #include <errno.h>
 #include <signal.h>
@@ -11,6 +11,7 @@
 #include "kvstore.h"
 #include "lease.h"
 #include "monitor.h"
+#include "proxy.h"
 #include "crypto.h"
 #include "error.h"
 #include "log.h"
@@ -57,6 +58,25 @@ bootstrap_admin(struct tc_config *cfg, struct kvs *s)
   return 0;
 }
 
+/* The same through the proxy: created in etcd if absent. */
+static int
+bootstrap_admin_proxy(struct tc_config *cfg, struct kvproxy *px)
+{
+  const char *name = tc_config_str(cfg, "gateway_bootstrap_admin");
+  if (!name)
+    return 0;
+  char key[400];
+  if (!*name || strchr(name, '/') ||
+      (size_t) snprintf(key, sizeof key, "%s/config/user/%s", tc_config_str(cfg, "etcd_prefix"), name) >= sizeof key)
+    return tc_error(EINVAL, "option gateway_bootstrap_admin: '%s' is not a user name", name);
+  int w = kvproxy_bootstrap_admin(px, key);
+  if (w < 0)
+    return tc_error(EIO, "option gateway_bootstrap_admin: writing %s to etcd: %s", key, tc_last_error());
+  if (w)
+    tc_info("%s = {\"type\":\"admin\"}: user %s is the first administrator", key, name);
+  return 0;
+}
+
 static void
 usage(FILE *f)
 {
@@ -83,6 +103,8 @@ usage(FILE *f)
           "  --gateway_bootstrap_admin NAME make NAME the first administrator if it has no record\n"
           "  --antietcd_cert, --antietcd_key  serve HTTPS; with use_perms client certificates\n"
           "                                 (client_ca, osd_ca, mon_ca) decide who may do what\n"
+          "  --etcd_proxy JSON              {\"urls\": [...], \"cert\", \"key\", \"ca\"}: keep the data in etcd,\n"
+          "                                 serve and filter the same API here (no gateway_data)\n"
           "  --use_antietcd BOOL            serve the KV here (default true); false: only the monitor\n"
           "                                 (and admin API) against etcd_address\n"
           "  --log_level LEVEL              error, warn, info or debug\n\n");
@@ -94,10 +116,18 @@ usage(FILE *f)
 static int
 check_setup(struct tc_config *cfg, bool serve_kv)
 {
-  if (tc_config_given(cfg, "etcd_proxy"))
-    return tc_error(ENOTSUP, "option etcd_proxy: the filtering proxy to etcd (the seed's \"Mon as an etcd "
-                    "proxy\") is not implemented yet; run the gateway with its embedded store instead "
-                    "(use_antietcd true, no etcd_proxy)");
+  if (tc_config_given(cfg, "etcd_proxy")) {
+    /* The seed's "Mon as an etcd proxy": the KV API here, the data in etcd. */
+    if (!serve_kv)
+      return tc_error(EINVAL, "option etcd_proxy is set but use_antietcd is false: the proxy is the KV API "
+                      "this gateway serves (use_antietcd true)");
+    static const char *const store_only[] = { "gateway_data", "gateway_store_size", "gateway_meta_sync", NULL };
+    for (const char *const *o = store_only; *o; o++)
+      if (tc_config_given(cfg, *o))
+        return tc_error(EINVAL, "option %s is set but etcd_proxy keeps the data in etcd: there is no embedded "
+                        "store", *o);
+    return 0;
+  }
   if (serve_kv)
     return 0;
   /* use_antietcd false: the KV is another gateway (or etcd); this one runs
@@ -165,17 +195,33 @@ main(int argc, char **argv)
   struct tc_monitor *mon = NULL;
   struct admin_api *api = NULL;
   struct kvs *s = NULL;
+  struct kvproxy *px = NULL;
   bool meta_sync = tc_config_bool(cfg, "gateway_meta_sync");
   /* What to run (the seed's setups, DESIGN.md section 3); options that do
    * not apply to it are refused, never ignored. */
   bool serve_kv = tc_config_bool(cfg, "use_antietcd");
   if (check_setup(cfg, serve_kv) < 0)
     goto fail;
-  if (serve_kv) {
+  if (serve_kv && tc_config_given(cfg, "etcd_proxy")) {
+    struct kv_backend b = { NULL, NULL, NULL };
+    if (!(px = kvproxy_new(cfg)) || bootstrap_admin_proxy(cfg, px) < 0)
+      goto fail;
+    b.px = px;
+    if (!(srv = kv_server_start(cfg, &b)))
+      goto fail;
+    tc_info("KV API on %s://%s%s, a filtering proxy to etcd at %s", kv_server_https(srv) ? "https" : "http",
+            kv_server_address(srv), tc_config_bool(cfg, "use_perms") ? " (use_perms: client certificates required)" : "",
+            tc_kv_current_url(kvproxy_kv(px)));
+  }
+  else if (serve_kv) {
     if (!(s = kvs_open(tc_config_str(cfg, "gateway_data"), tc_config_int(cfg, "gateway_store_size"))))
       goto fail;
-    if (kvs_set_meta_sync(s, meta_sync) < 0 || bootstrap_admin(cfg, s) < 0 || !(l = leases_start(s)) ||
-        !(srv = kv_server_start(cfg, s, l)))
+    struct kv_backend b = { NULL, NULL, NULL };
+    if (kvs_set_meta_sync(s, meta_sync) < 0 || bootstrap_admin(cfg, s) < 0 || !(l = leases_start(s)))
+      goto fail;
+    b.s = s;
+    b.l = l;
+    if (!(srv = kv_server_start(cfg, &b)))
       goto fail;
     tc_info("KV API on %s://%s%s, store in %s at revision %lld", kv_server_https(srv) ? "https" : "http",
             kv_server_address(srv), tc_config_bool(cfg, "use_perms") ? " (use_perms: client certificates required)" : "",
@@ -231,6 +277,7 @@ stop:
   kv_server_stop(srv);
   leases_stop(l);
   kvs_close(s);
+  kvproxy_free(px);
   tc_config_free(cfg);
   return status;
 }

@@ -1,5 +1,7 @@
 /* The monitor (see monitor.h): election through a lease on /mon/master,
- * placement into /pg/config, counts into /stats. */
+ * placement into /pg/config, counts into /stats; every USAGE_S seconds the
+ * OSDs' /osd/stats/<n> summed into /inode/stats/<pool>/<inode>,
+ * /pool/stats/<pool> and the "usage" of /stats. */
 #include <config.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -20,6 +22,14 @@
 
 #define POLL_MS 250
 #define RECOMPUTE_S 10.0
+#define USAGE_S 5.0             /* the OSDs write /osd/stats every osd_stats_interval (5 s) */
+#define USAGE_TXN_OPS 64        /* writes a txn carries (etcd allows 128) */
+
+/* One inode's figures summed over the OSDs' reports. */
+struct inode_usage {
+  uint64_t inode;
+  int64_t used, read_ops, read_bytes, write_ops, write_bytes, delete_ops, delete_bytes;
+};
 
 struct tc_monitor {
   struct tc_config *cfg;
@@ -34,6 +44,9 @@ struct tc_monitor {
   int64_t lease;
   struct tc_kv_watch *w_osd, *w_pools;
   char *last_stats;            /* /stats as last written (skip equal writes) */
+  struct inode_usage *prev;    /* the last usage pass's sums (rates) */
+  size_t n_prev;
+  double prev_t;
 };
 
 static double
@@ -360,6 +373,9 @@ recompute(struct tc_monitor *m)
   json_object_object_add(st, "pgs_active", json_object_new_int64((int64_t) active));
   json_object_object_add(st, "pgs_degraded", json_object_new_int64((int64_t) degraded));
   json_object_object_add(st, "pgs_inactive", json_object_new_int64((int64_t) (pg_total - active)));
+  json_object *usage;
+  if (old && json_object_object_get_ex(old, "usage", &usage))   /* the usage pass's, kept */
+    json_object_object_add(st, "usage", json_object_get(usage));
   const char *stext = json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN);
   if (!sr.n_kvs || strcmp((char *) sr.kvs[0].value, stext)) {
     if (guarded_put(m, sk, stext, -1) < 0) {
@@ -385,6 +401,375 @@ out:
   return rv;
 }
 
+/* ---- usage: /inode/stats, /pool/stats, /stats "usage" ---- */
+
+static int
+cmp_usage(const void *a, const void *b)
+{
+  const struct inode_usage *x = a, *y = b;
+  return x->inode < y->inode ? -1 : x->inode > y->inode;
+}
+
+static int64_t
+jint(json_object *o, const char *k)
+{
+  json_object *f;
+  return o && json_object_object_get_ex(o, k, &f) ? json_object_get_int64(f) : 0;
+}
+
+/* Writes and deletes of one pass, sent in txns guarded by /mon/master. */
+struct batch {
+  struct tc_kv_op ops[USAGE_TXN_OPS];
+  char *bufs[2 * USAGE_TXN_OPS];
+  size_t n, nbufs;
+  int err;
+};
+
+static void
+batch_flush(struct tc_monitor *m, struct batch *b)
+{
+  char mk[512];
+  if (b->n && !b->err) {
+    struct tc_kv_cmp c = { .key = key(m, mk, sizeof mk, "/mon/master"), .target = TC_KV_CMP_LEASE,
+                           .result = TC_KV_EQUAL, .number = m->lease };
+    struct tc_kv_txn txn = { &c, 1, b->ops, b->n, NULL, 0 };
+    struct tc_kv_result r;
+    if (tc_kv_txn(m->kv, &txn, &r) < 0) {
+      tc_warn("monitor: writing usage stats: %s", tc_last_error());
+      b->err = 1;
+    }
+    else
+      tc_kv_result_free(&r);
+  }
+  for (size_t i = 0; i < b->nbufs; i++)
+    free(b->bufs[i]);
+  b->n = b->nbufs = 0;
+}
+
+/* Queue key = value (value NULL: delete key); both are copied. */
+static void
+batch_add(struct tc_monitor *m, struct batch *b, const char *k, const char *value)
+{
+  if (b->n == USAGE_TXN_OPS)
+    batch_flush(m, b);
+  char *kc = strdup(k), *vc = value ? strdup(value) : NULL;
+  if (!kc || (value && !vc)) {
+    free(kc);
+    free(vc);
+    b->err = 1;
+    return;
+  }
+  b->bufs[b->nbufs++] = kc;
+  if (vc)
+    b->bufs[b->nbufs++] = vc;
+  b->ops[b->n++] = value ? (struct tc_kv_op) { .type = TC_KV_PUT, .key = kc, .value = vc }
+                         : (struct tc_kv_op) { .type = TC_KV_DELETE, .key = kc };
+}
+
+/* The value a key holds in r (NULL: none). */
+static const char *
+value_in(const struct tc_kv_result *r, const char *k)
+{
+  for (size_t i = 0; i < r->n_kvs; i++)
+    if (!strcmp((const char *) r->kvs[i].key, k))
+      return (const char *) r->kvs[i].value;
+  return NULL;
+}
+
+static json_object *
+io_json(int64_t count, int64_t bytes, int64_t pcount, int64_t pbytes, double dt)
+{
+  json_object *j = json_object_new_object();
+  json_object_object_add(j, "count", json_object_new_int64(count));
+  json_object_object_add(j, "bytes", json_object_new_int64(bytes));
+  /* an OSD that restarted counts from 0 again: no negative rates */
+  double iops = dt > 0 && count >= pcount ? (double) (count - pcount) / dt : 0;
+  double bps = dt > 0 && bytes >= pbytes ? (double) (bytes - pbytes) / dt : 0;
+  json_object_object_add(j, "iops", json_object_new_double((double) (int64_t) (iops * 10) / 10));
+  json_object_object_add(j, "bps", json_object_new_double((double) (int64_t) bps));
+  return j;
+}
+
+/* One pass: sum /osd/stats/<n> by inode and by pool, write what changed,
+ * delete the stats of inodes and pools no OSD reports any more. */
+static void
+usage_pass(struct tc_monitor *m)
+{
+  char k[512];
+  struct tc_kv_result pr = { 0 }, gr = { 0 }, os = { 0 }, is = { 0 }, ps = { 0 }, sr = { 0 }, ir = { 0 };
+  struct tc_pools pools = { 0 };
+  struct tc_pg_config pgc = { 0 };
+  struct inode_usage *u = NULL;
+  size_t nu = 0, cap = 0;
+  struct batch *b = calloc(1, sizeof *b);
+  double now = now_s(), dt = m->prev_t > 0 ? now - m->prev_t : 0;
+  int64_t tot_raw = 0, tot_used = 0, tot_free = 0;
+  if (!b)
+    return;
+  if (tc_kv_get(m->kv, key(m, k, sizeof k, "/config/pools"), 0, &pr) < 0 ||
+      tc_pools_parse(pr.n_kvs ? (char *) pr.kvs[0].value : NULL, &pools) < 0 ||
+      tc_kv_get(m->kv, key(m, k, sizeof k, "/pg/config"), 0, &gr) < 0 ||
+      tc_pg_config_parse(gr.n_kvs ? (char *) gr.kvs[0].value : NULL, &pgc) < 0 ||
+      tc_kv_get_prefix(m->kv, key(m, k, sizeof k, "/osd/stats/"), 0, &os) < 0 ||
+      tc_kv_get_prefix(m->kv, key(m, k, sizeof k, "/inode/stats/"), 0, &is) < 0 ||
+      tc_kv_get_prefix(m->kv, key(m, k, sizeof k, "/pool/stats/"), 0, &ps) < 0 ||
+      tc_kv_get(m->kv, key(m, k, sizeof k, "/stats"), 0, &sr) < 0 ||
+      tc_kv_get_prefix(m->kv, key(m, k, sizeof k, "/config/inode/"), 0, &ir) < 0) {
+    tc_warn("monitor: usage stats: %s", tc_last_error());
+    goto out;
+  }
+  size_t plen = strlen(m->prefix) + strlen("/osd/stats/");
+  uint64_t *osd_ids = calloc(os.n_kvs + 1, sizeof *osd_ids);
+  int64_t *osd_data = calloc(os.n_kvs + 1, sizeof *osd_data), *osd_free = calloc(os.n_kvs + 1, sizeof *osd_free);
+  if (!osd_ids || !osd_data || !osd_free) {
+    free(osd_ids);
+    free(osd_data);
+    free(osd_free);
+    goto out;
+  }
+  for (size_t i = 0; i < os.n_kvs; i++) {
+    json_object *j = json_tokener_parse((const char *) os.kvs[i].value), *store = NULL, *inodes;
+    osd_ids[i] = strtoull((const char *) os.kvs[i].key + plen, NULL, 10);
+    if (j && json_object_object_get_ex(j, "store", &store)) {
+      osd_data[i] = jint(store, "data_bytes");
+      osd_free[i] = jint(store, "free_bytes");
+      tot_raw += osd_data[i];
+      tot_used += jint(store, "used_bytes");
+      tot_free += osd_free[i];
+    }
+    if (j && json_object_object_get_ex(j, "inodes", &inodes) && json_object_is_type(inodes, json_type_object)) {
+      json_object_object_foreach(inodes, ik, iv) {
+        char *end;
+        uint64_t inode = strtoull(ik, &end, 10);
+        if (*end || !inode)
+          continue;
+        if (nu == cap) {
+          struct inode_usage *nv = realloc(u, (cap = cap ? cap * 2 : 64) * sizeof *nv);
+          if (!nv)
+            break;
+          u = nv;
+        }
+        u[nu++] = (struct inode_usage) { inode, jint(iv, "used_bytes"), jint(iv, "read_ops"), jint(iv, "read_bytes"),
+                                         jint(iv, "write_ops"), jint(iv, "write_bytes"), jint(iv, "delete_ops"),
+                                         jint(iv, "delete_bytes") };
+      }
+    }
+    json_object_put(j);
+  }
+  /* one entry an inode, of the images that exist (an OSD keeps counting a
+   * removed image's operations, and its tombstones) */
+  if (nu)
+    qsort(u, nu, sizeof *u, cmp_usage);
+  struct inode_usage *live = calloc(ir.n_kvs + 1, sizeof *live);
+  size_t nlive = 0;
+  if (!live) {
+    free(osd_ids);
+    free(osd_data);
+    free(osd_free);
+    goto out;
+  }
+  for (size_t i = 0; i < ir.n_kvs; i++) {
+    unsigned long long pool, id;
+    char tail;
+    const char *ik = (const char *) ir.kvs[i].key + strlen(m->prefix) + strlen("/config/inode/");
+    if (sscanf(ik, "%llu/%llu%c", &pool, &id, &tail) == 2)
+      live[nlive++].inode = ((uint64_t) pool << 48) | id;
+  }
+  if (nlive)
+    qsort(live, nlive, sizeof *live, cmp_usage);
+  size_t w = 0;
+  for (size_t i = 0; i < nu; i++) {
+    if (!nlive || !bsearch(&u[i], live, nlive, sizeof *live, cmp_usage))
+      continue;
+    if (w && u[w - 1].inode == u[i].inode) {
+      struct inode_usage *d = &u[w - 1];
+      d->used += u[i].used;
+      d->read_ops += u[i].read_ops;
+      d->read_bytes += u[i].read_bytes;
+      d->write_ops += u[i].write_ops;
+      d->write_bytes += u[i].write_bytes;
+      d->delete_ops += u[i].delete_ops;
+      d->delete_bytes += u[i].delete_bytes;
+    }
+    else
+      u[w++] = u[i];
+  }
+  nu = w;
+  /* /inode/stats/<pool>/<id> */
+  json_object *pool_sums = json_object_new_object(), *tio = json_object_new_object();
+  int64_t t_rd = 0, t_wr = 0, t_rb = 0, t_wb = 0;
+  double t_riops = 0, t_wiops = 0, t_rbps = 0, t_wbps = 0;
+  for (size_t i = 0; i < nu; i++) {
+    const struct inode_usage *x = &u[i], *pv = NULL;
+    struct inode_usage key_ = { .inode = x->inode };
+    if (m->n_prev)
+      pv = bsearch(&key_, m->prev, m->n_prev, sizeof *m->prev, cmp_usage);
+    struct inode_usage zero = { 0 };
+    if (!pv)
+      pv = &zero;
+    uint32_t pool = (uint32_t) (x->inode >> 48);
+    const struct tc_pool *p = NULL;
+    for (size_t q = 0; q < pools.n; q++)
+      if (pools.v[q].id == pool)
+        p = &pools.v[q];
+    json_object *j = json_object_new_object();
+    json_object *rd = io_json(x->read_ops, x->read_bytes, pv->read_ops, pv->read_bytes, pv == &zero ? 0 : dt);
+    json_object *wr = io_json(x->write_ops, x->write_bytes, pv->write_ops, pv->write_bytes, pv == &zero ? 0 : dt);
+    json_object *de = io_json(x->delete_ops, x->delete_bytes, pv->delete_ops, pv->delete_bytes, pv == &zero ? 0 : dt);
+    json_object_object_add(j, "raw_used", json_object_new_int64(x->used));
+    if (p && p->pg_size)
+      json_object_object_add(j, "used", json_object_new_int64(x->used / p->pg_size));
+    json_object_object_add(j, "read", rd);
+    json_object_object_add(j, "write", wr);
+    json_object_object_add(j, "delete", de);
+    char ik[512];
+    snprintf(ik, sizeof ik, "%s/inode/stats/%" PRIu32 "/%" PRIu64, m->prefix, pool, x->inode & (((uint64_t) 1 << 48) - 1));
+    const char *text = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN);
+    const char *cur = value_in(&is, ik);
+    if (!cur || strcmp(cur, text))
+      batch_add(m, b, ik, text);
+    /* the pool's sums */
+    char pk[16];
+    snprintf(pk, sizeof pk, "%" PRIu32, pool);
+    json_object *ps_ = NULL;
+    if (!json_object_object_get_ex(pool_sums, pk, &ps_)) {
+      ps_ = json_object_new_object();
+      json_object_object_add(pool_sums, pk, ps_);
+    }
+    json_object *rdi, *wri;
+    json_object_object_get_ex(rd, "iops", &rdi);
+    json_object_object_get_ex(wr, "iops", &wri);
+    double riops = json_object_get_double(rdi), wiops = json_object_get_double(wri);
+    json_object_object_get_ex(rd, "bps", &rdi);
+    json_object_object_get_ex(wr, "bps", &wri);
+    double rbps = json_object_get_double(rdi), wbps = json_object_get_double(wri);
+    json_object_object_add(ps_, "raw_used", json_object_new_int64(jint(ps_, "raw_used") + x->used));
+    json_object_object_add(ps_, "images", json_object_new_int64(jint(ps_, "images") + 1));
+    json_object *f;
+    double a[4] = { riops, wiops, rbps, wbps };
+    const char *names[4] = { "read_iops", "write_iops", "read_bps", "write_bps" };
+    for (int q = 0; q < 4; q++) {
+      double prev = json_object_object_get_ex(ps_, names[q], &f) ? json_object_get_double(f) : 0;
+      json_object_object_add(ps_, names[q], json_object_new_double(prev + a[q]));
+    }
+    t_rd += x->read_ops;
+    t_wr += x->write_ops;
+    t_rb += x->read_bytes;
+    t_wb += x->write_bytes;
+    t_riops += riops;
+    t_wiops += wiops;
+    t_rbps += rbps;
+    t_wbps += wbps;
+    json_object_put(j);
+  }
+  for (size_t i = 0; i < is.n_kvs; i++) {   /* inodes no OSD holds or counts any more */
+    const char *ik = (const char *) is.kvs[i].key + strlen(m->prefix) + strlen("/inode/stats/");
+    unsigned long long pool, id;
+    char tail;
+    if (sscanf(ik, "%llu/%llu%c", &pool, &id, &tail) != 2) {
+      continue;
+    }
+    struct inode_usage key_ = { .inode = ((uint64_t) pool << 48) | id };
+    if (!nu || !bsearch(&key_, u, nu, sizeof *u, cmp_usage))
+      batch_add(m, b, (const char *) is.kvs[i].key, NULL);
+  }
+  /* /pool/stats/<pool>: every pool, with the capacity of the OSDs it is placed on */
+  for (size_t q = 0; q < pools.n; q++) {
+    const struct tc_pool *p = &pools.v[q];
+    const struct tc_placement *pl = tc_pg_config_find(&pgc, p->id);
+    int64_t raw_total = 0, raw_free = 0;
+    for (size_t i = 0; i < os.n_kvs; i++) {
+      bool in = false;
+      for (size_t s2 = 0; pl && !in && s2 < (size_t) pl->pg_count * pl->pg_size; s2++)
+        in = pl->osd_set[s2] == osd_ids[i];
+      if (in) {
+        raw_total += osd_data[i];
+        raw_free += osd_free[i];
+      }
+    }
+    char pk[16], key2[512];
+    snprintf(pk, sizeof pk, "%" PRIu32, p->id);
+    json_object *sum = NULL, *j = json_object_new_object(), *f;
+    json_object_object_get_ex(pool_sums, pk, &sum);
+    int64_t raw_used = jint(sum, "raw_used");
+    uint32_t size = p->pg_size ? p->pg_size : 1;
+    json_object_object_add(j, "name", json_object_new_string(p->name ? p->name : ""));
+    json_object_object_add(j, "pg_size", json_object_new_int64(p->pg_size));
+    json_object_object_add(j, "raw_to_usable", json_object_new_double(1.0 / size));
+    json_object_object_add(j, "raw_used", json_object_new_int64(raw_used));
+    json_object_object_add(j, "used", json_object_new_int64(raw_used / size));
+    json_object_object_add(j, "raw_total", json_object_new_int64(raw_total));
+    json_object_object_add(j, "raw_free", json_object_new_int64(raw_free));
+    json_object_object_add(j, "usable_free", json_object_new_int64(raw_free / size));
+    json_object_object_add(j, "images", json_object_new_int64(jint(sum, "images")));
+    const char *names[4] = { "read_iops", "write_iops", "read_bps", "write_bps" };
+    for (int n2 = 0; n2 < 4; n2++)
+      json_object_object_add(j, names[n2], json_object_new_double(sum && json_object_object_get_ex(sum, names[n2], &f)
+                                                                  ? json_object_get_double(f) : 0));
+    snprintf(key2, sizeof key2, "%s/pool/stats/%" PRIu32, m->prefix, p->id);
+    const char *text = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN);
+    const char *cur = value_in(&ps, key2);
+    if (!cur || strcmp(cur, text))
+      batch_add(m, b, key2, text);
+    json_object_put(j);
+  }
+  for (size_t i = 0; i < ps.n_kvs; i++) {   /* pools gone */
+    uint32_t id = (uint32_t) strtoul((const char *) ps.kvs[i].key + strlen(m->prefix) + strlen("/pool/stats/"),
+                                     NULL, 10);
+    bool known = false;
+    for (size_t q = 0; q < pools.n; q++)
+      known |= pools.v[q].id == id;
+    if (!known)
+      batch_add(m, b, (const char *) ps.kvs[i].key, NULL);
+  }
+  /* /stats "usage" */
+  json_object *st = sr.n_kvs ? json_tokener_parse((const char *) sr.kvs[0].value) : NULL;
+  if (!st || !json_object_is_type(st, json_type_object)) {
+    json_object_put(st);
+    st = json_object_new_object();
+  }
+  json_object_object_add(tio, "raw_total", json_object_new_int64(tot_raw));
+  json_object_object_add(tio, "raw_used", json_object_new_int64(tot_used));
+  json_object_object_add(tio, "raw_free", json_object_new_int64(tot_free));
+  json_object_object_add(tio, "images", json_object_new_int64((int64_t) nu));
+  json_object_object_add(tio, "read_ops", json_object_new_int64(t_rd));
+  json_object_object_add(tio, "write_ops", json_object_new_int64(t_wr));
+  json_object_object_add(tio, "read_bytes", json_object_new_int64(t_rb));
+  json_object_object_add(tio, "write_bytes", json_object_new_int64(t_wb));
+  json_object_object_add(tio, "read_iops", json_object_new_double(t_riops));
+  json_object_object_add(tio, "write_iops", json_object_new_double(t_wiops));
+  json_object_object_add(tio, "read_bps", json_object_new_double(t_rbps));
+  json_object_object_add(tio, "write_bps", json_object_new_double(t_wbps));
+  json_object_object_add(st, "usage", tio);
+  const char *stext = json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN);
+  if (!sr.n_kvs || strcmp((const char *) sr.kvs[0].value, stext))
+    batch_add(m, b, key(m, k, sizeof k, "/stats"), stext);
+  json_object_put(st);
+  json_object_put(pool_sums);
+  batch_flush(m, b);
+  free(osd_ids);
+  free(osd_data);
+  free(osd_free);
+  free(live);
+  free(m->prev);
+  m->prev = u;   /* sorted: the next pass's rates */
+  m->n_prev = nu;
+  m->prev_t = now;
+  u = NULL;
+out:
+  free(u);
+  free(b);
+  tc_pools_free(&pools);
+  tc_pg_config_free(&pgc);
+  tc_kv_result_free(&pr);
+  tc_kv_result_free(&gr);
+  tc_kv_result_free(&os);
+  tc_kv_result_free(&is);
+  tc_kv_result_free(&ps);
+  tc_kv_result_free(&sr);
+  tc_kv_result_free(&ir);
+}
+
 static void
 lose_master(struct tc_monitor *m, const char *why)
 {
@@ -399,7 +784,7 @@ static void *
 monitor_thread(void *arg)
 {
   struct tc_monitor *m = arg;
-  double last_keepalive = 0, last_ok = 0, last_recompute = 0, retry_at = 0;
+  double last_keepalive = 0, last_ok = 0, last_recompute = 0, retry_at = 0, last_usage = 0;
   for (;;) {
     {
       SCOPED_LOCK(&m->lock);
@@ -453,12 +838,18 @@ monitor_thread(void *arg)
       SCOPED_LOCK(&m->lock);
       m->dirty = true;
     }
+    if (now_s() - last_usage >= USAGE_S) {
+      last_usage = now_s();
+      usage_pass(m);
+    }
     bool pending;
     {
       SCOPED_LOCK(&m->lock);
       pending = m->dirty;
     }
     double until = last_keepalive + m->ttl / 3.0 - now_s();
+    if (last_usage + USAGE_S - now_s() < until)
+      until = last_usage + USAGE_S - now_s();
     if (pending && retry_at - now_s() < until)
       until = retry_at - now_s();
     if (until > 0 && wait_for(m, until, !pending))
@@ -568,5 +959,6 @@ tc_monitor_stop(struct tc_monitor *m)
   pthread_cond_destroy(&m->cond);
   free(m->prefix);
   free(m->last_stats);
+  free(m->prev);
   free(m);
 }

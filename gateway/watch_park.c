@@ -66,9 +66,16 @@ static void *
 park_thread(void *arg)
 {
   struct watch_park *p = arg;
-  int64_t rev = kvs_revision(p->s), last_check = now_ms();
+  int64_t rev = p->s ? kvs_revision(p->s) : 0, last_check = now_ms();
   for (;;) {
-    rev = kvs_wait_revision(p->s, rev + 1, 250);
+    if (p->s)
+      rev = kvs_wait_revision(p->s, rev + 1, 250);
+    else {
+      /* No store (proxy): streams are woken by watch_park_wake; this
+       * thread only notices hang-ups and progress deadlines. */
+      struct timespec ts = { 0, 250 * 1000 * 1000 };
+      nanosleep(&ts, NULL);
+    }
     int64_t now = now_ms();
     bool check = now - last_check >= PEER_CHECK_MS;
     if (check)
@@ -121,6 +128,11 @@ watch_park_suspend(struct watch_park *p, struct park_entry *e)
   MHD_suspend_connection(e->conn);
   {
     SCOPED_LOCK(&p->mu);
+    if (e->wake_pending && !p->stopping) {
+      /* Woken between the reader's look and here: run again at once. */
+      e->wake_pending = false;
+      goto resume;
+    }
     if (!p->stopping) {
       e->parked = true;
       e->next = &p->head;
@@ -133,6 +145,23 @@ watch_park_suspend(struct watch_park *p, struct park_entry *e)
   }
   MHD_resume_connection(e->conn);
   return false;
+resume:
+  MHD_resume_connection(e->conn);
+  return true;
+}
+
+void
+watch_park_wake(struct watch_park *p, struct park_entry *e)
+{
+  {
+    SCOPED_LOCK(&p->mu);
+    if (!e->parked) {
+      e->wake_pending = true;
+      return;
+    }
+    unpark(p, e);
+  }
+  MHD_resume_connection(e->conn);
 }
 
 void
@@ -172,7 +201,8 @@ watch_park_free(struct watch_park *p)
     SCOPED_LOCK(&p->mu);
     p->stop_thread = true;
   }
-  kvs_wake_all(p->s);
+  if (p->s)
+    kvs_wake_all(p->s);
   pthread_join(p->thread, NULL);
   pthread_mutex_destroy(&p->mu);
   free(p);

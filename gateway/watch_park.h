@@ -19,9 +19,15 @@ struct park_entry {
   int64_t rev;            /* resume once the store reaches it */
   int64_t wake_ms;        /* or at this monotonic time (0: never) */
   bool parked;
+  bool wake_pending;      /* woken while not parked: do not park next time */
 };
 
+/* s NULL (proxy mode): no store to follow; streams are woken one by one
+ * with watch_park_wake. */
 struct watch_park *watch_park_start(struct kvs *s);
+/* Resume e now if parked, else make its next suspend return at once. Any
+ * thread (the KV client's loop, for the proxy's watches). */
+void watch_park_wake(struct watch_park *p, struct park_entry *e);
 /* From the content reader of e->conn, with nothing to send: suspend it.
  * false when the park is stopping (the reader ends the stream instead). */
 bool watch_park_suspend(struct watch_park *p, struct park_entry *e);

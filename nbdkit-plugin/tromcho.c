@@ -3,7 +3,9 @@
  *   nbdkit tromcho [config=FILE] [image=NAME] [any tromcho option=VALUE]
  *
  * Without image=, every image the user may read is an export named after
- * it. One nbdkit instance acts as one cluster user (its cert=/pkey=). */
+ * it. One nbdkit instance acts as one cluster user (its cert=/pkey=).
+ * metrics_port=N serves Prometheus /metrics (metrics_frontend.h, series
+ * tromcho_nbd_*). */
 #include <config.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -21,6 +23,8 @@
 #include "error.h"
 #include "image.h"
 #include "log.h"
+#include "metrics.h"
+#include "metrics_frontend.h"
 #include "tc_config.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
@@ -32,10 +36,13 @@ static struct { char *key, *value; } *overrides;
 static size_t n_overrides;
 static struct tc_config *cfg;
 static struct tc_client *client;   /* created after fork, freed at unload */
+static struct tc_fe_metrics *metrics;   /* started after fork (NULL: metrics_port 0) */
 
 static void
 tromcho_unload(void)
 {
+  tc_fe_metrics_stop(metrics);
+  metrics = NULL;
   tc_client_free(client);
   tc_config_free(cfg);
   for (size_t i = 0; i < n_overrides; i++) {
@@ -139,7 +146,7 @@ tromcho_after_fork(void)
     return -1;
   }
   client = tc_client_new(cfg);
-  if (!client) {
+  if (!client || tc_fe_metrics_start(cfg, "tromcho_nbd", &metrics) < 0) {
     nbdkit_error("%s", tc_last_error());
     return -1;
   }
@@ -212,6 +219,7 @@ tromcho_open(int readonly)
     nbdkit_error("%s", tc_last_error());
     return NULL;
   }
+  tc_fe_metrics_handle(metrics, 1);
   return img;
 }
 
@@ -219,6 +227,7 @@ static void
 tromcho_close(void *handle)
 {
   tc_image_free(handle);
+  tc_fe_metrics_handle(metrics, -1);
 }
 
 static int64_t
@@ -274,28 +283,42 @@ fail(void)
   return -1;
 }
 
+/* The end of a request: its metrics, then 0 or the error for nbdkit. */
+static int
+done(enum tc_fe_op op, uint64_t bytes, double t0, int r)
+{
+  int e = errno;
+  tc_fe_metrics_op(metrics, op, bytes, t0, r < 0);
+  errno = e;
+  return r < 0 ? fail() : 0;
+}
+
 static int
 tromcho_pread(void *handle, void *buf, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  return tc_image_read(handle, buf, count, offset) < 0 ? fail() : 0;
+  double t0 = tc_metrics_now();
+  return done(TC_FE_READ, count, t0, tc_image_read(handle, buf, count, offset));
 }
 
 static int
 tromcho_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  return tc_image_write(handle, buf, count, offset) < 0 ? fail() : 0;
+  double t0 = tc_metrics_now();
+  return done(TC_FE_WRITE, count, t0, tc_image_write(handle, buf, count, offset));
 }
 
 static int
 tromcho_flush(void *handle, uint32_t flags)
 {
-  return tc_image_flush(handle) < 0 ? fail() : 0;
+  double t0 = tc_metrics_now();
+  return done(TC_FE_FLUSH, 0, t0, tc_image_flush(handle));
 }
 
 static int
 tromcho_trim(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  return tc_image_trim(handle, count, offset) < 0 ? fail() : 0;
+  double t0 = tc_metrics_now();
+  return done(TC_FE_TRIM, count, t0, tc_image_trim(handle, count, offset));
 }
 
 static int
@@ -306,7 +329,8 @@ tromcho_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
     nbdkit_set_error(ENOTSUP);
     return -1;
   }
-  return tc_image_zero(handle, count, offset, may_trim) < 0 ? fail() : 0;
+  double t0 = tc_metrics_now();
+  return done(TC_FE_ZERO, count, t0, tc_image_zero(handle, count, offset, may_trim));
 }
 
 static int
@@ -319,7 +343,8 @@ static int
 tromcho_extents(void *handle, uint32_t count, uint64_t offset, uint32_t flags,
                 struct nbdkit_extents *extents)
 {
-  return tc_image_extents(handle, count, offset, add_extent, extents) < 0 ? fail() : 0;
+  double t0 = tc_metrics_now();
+  return done(TC_FE_EXTENTS, 0, t0, tc_image_extents(handle, count, offset, add_extent, extents));
 }
 
 static struct nbdkit_plugin plugin = {

@@ -77,6 +77,7 @@ struct osd_obj {
   uint8_t stale;             /* slots of the PG's set whose copy is older */
   uint8_t recovering;        /* a recovery of this object is in flight */
   uint8_t used;
+  uint8_t inconsistent;      /* the last scrub found a bad sector it could not repair */
 };
 
 struct osd_objmap {
@@ -119,6 +120,12 @@ struct osd_pg {
   int64_t scrub_last;                  /* wall time the last full pass ended (0: none) */
   uint64_t scrub_bad, scrub_repaired;  /* sectors found bad / repaired since peering */
   uint64_t scrub_objects;              /* objects scrubbed in the current pass */
+  int scrub_pass_inflight;             /* this pass's object scrubs not answered yet */
+  uint64_t scrub_pass_bad, scrub_pass_repaired;   /* sectors, this pass so far */
+  uint64_t scrub_last_bad, scrub_last_repaired;   /* sectors, the last full pass */
+  int64_t scrub_req_running;           /* next_scrub of the request this pass serves (0: scheduled) */
+  int64_t scrub_req_done;              /* next_scrub of the last request a full pass served */
+  size_t n_inconsistent;               /* objects with inconsistent set */
 };
 
 /* ---- peer OSDs (osd_peers.c) ---- */
@@ -159,7 +166,19 @@ struct osd_kvstate {
   uint64_t *osd_ids;         /* /osd/state keys present and their mod_revision */
   int64_t *osd_revs;
   size_t n_osds;
+  struct osd_scrub_req *scrub_reqs;   /* /pg/history/<pool>/<pg> with a next_scrub */
+  size_t n_scrub_reqs;
 };
+/* A scrub asked for through /pg/history/<pool>/<pg> = {"next_scrub": T}
+ * (tromcho scrub; admins and monitors may write the key): the PG's primary
+ * scrubs it once at or after wall time T, unless a pass for T ran. */
+#define OSD_SCRUB_REQUEST_GRACE 600   /* s: a new leader of a PG serves requests this recent */
+struct osd_scrub_req {
+  uint64_t pool;
+  uint32_t pg;
+  int64_t next_scrub;
+};
+
 void osd_kvstate_free(struct osd_kvstate *s);
 
 struct osd;
@@ -204,7 +223,7 @@ struct osd {
   size_t n_peers;
 
   /* KV side */
-  struct tc_kv_watch *watches[5];
+  struct tc_kv_watch *watches[6];
   int reload_pending;        /* loop thread: a reload is scheduled */
   uint64_t kv_settle_ms;     /* option osd_kv_settle */
   uint64_t unknown_reload_ms; /* loop thread: last reload forced by an unknown image or user */
@@ -238,7 +257,16 @@ struct osd {
   int64_t stats_lease;                       /* the lease the sent values were written with */
   double stats_t0;                           /* when the counters below were last sampled */
   uint64_t last_rd_ops, last_wr_ops, last_rd_bytes, last_wr_bytes, last_recovered;
+  struct osd_inode_stat *istats;             /* client I/O by inode, as primary (open addressing) */
+  size_t istats_cap, n_istats;
+  json_object *inodes_last;                  /* the "inodes" of /osd/stats as last built */
   struct osd_metrics *m;
+};
+
+/* Client operations on one inode this OSD served as primary, since start. */
+struct osd_inode_stat {
+  uint64_t inode;            /* 0: free slot */
+  uint64_t read_ops, read_bytes, write_ops, write_bytes, delete_ops, delete_bytes;
 };
 
 /* ---- the Prometheus series and the /metrics endpoint (osd_metrics.c) ---- */
@@ -297,6 +325,8 @@ const struct tc_image_acl *osd_image_acl(struct osd *o, uint64_t inode);
 bool osd_image_readonly(struct osd *o, uint64_t inode);
 /* Whether inode's record says retired (client reads get -ESTALE). */
 bool osd_image_retired(struct osd *o, uint64_t inode);
+/* The next_scrub asked for pool/pg in /pg/history (0: none). */
+int64_t osd_scrub_requested(struct osd *o, uint64_t pool, uint32_t pg);
 bool osd_is_up(struct osd *o, uint64_t osd_num);
 int64_t osd_state_rev(struct osd *o, uint64_t osd_num);
 
@@ -415,6 +445,9 @@ void osd_scrub_tick(struct osd *o);
  * /pg/state/<pool>/<pg> of the PGs this OSD leads, in one txn with its
  * registration lease. */
 void osd_stats_tick(struct osd *o);
+/* Count an allowed client READ, WRITE, WRITE_PARTIAL, WRITE_IF or DELETE
+ * against its inode (reported in /osd/stats/<n> "inodes"). */
+void osd_inode_stats_count(struct osd *o, const struct osd_req *r);
 /* The /pg/state words of a led PG ("active", "degraded", ...) as JSON. */
 json_object *osd_pg_state_json(struct osd *o, const struct osd_pg *pg);
 /* At shutdown, after the KV client is freed: the unanswered put and the sent cache. */

@@ -1,5 +1,7 @@
-/* DESCRIBE (the OSD's state as JSON, for admins) and SHOW_CONFIG (what a
- * client or a peer needs to know about this OSD). */
+/* DESCRIBE (the OSD's state as JSON, for admins: counters, led PGs, peers,
+ * and the objects of its PGs that are not clean, as the seed's DESCRIBE
+ * lists them) and SHOW_CONFIG (what a client or a peer needs to know about
+ * this OSD). */
 #include <config.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -21,6 +23,64 @@ reply_json(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, json_object *
   memcpy(copy, s, len);
   json_object_put(j);
   osd_reply(c, hdr, 0, 0, 0, copy, (uint32_t) len);
+}
+
+#define DESCRIBE_MAX_OBJECTS 4096   /* keeps the reply well under a frame's limit */
+
+/* Slots of pg whose copy cannot be had now: no member, or a member that
+ * is down or unreachable (every object of the PG lacks that copy). */
+static uint8_t
+missing_slots(struct osd *o, const struct osd_pg *pg)
+{
+  uint8_t m = 0;
+  for (uint32_t s = 0; s < pg->size && s < TC_MAX_PG_SIZE; s++) {
+    uint64_t id = pg->osd_set[s];
+    if (!id || (id != o->osd_num && !osd_peer_usable(o, id)))
+      m |= (uint8_t) (1u << s);
+  }
+  return m;
+}
+
+/* The objects of pg that are not clean: "degraded" (a member's copy is
+ * older, or its member is down: which OSDs in stale_osds), "inconsistent"
+ * (the last scrub found a bad sector it could not repair), "incomplete"
+ * (the PG has fewer than pg_minsize members). Adds to *n; stops at
+ * DESCRIBE_MAX_OBJECTS. */
+static void
+unclean_objects(struct osd *o, const struct osd_pg *pg, json_object *arr, size_t *n)
+{
+  uint8_t missing = missing_slots(o, pg);
+  for (size_t i = 0; i < pg->objs.cap && *n < DESCRIBE_MAX_OBJECTS; i++) {
+    const struct osd_obj *ob = &pg->objs.v[i];
+    uint8_t lacking = ob->stale | missing;
+    if (!ob->used || !ob->version || (!lacking && !ob->inconsistent && pg->state != PG_INCOMPLETE))
+      continue;
+    json_object *e = json_object_new_object(), *st = json_object_new_array();
+    json_object_object_add(e, "pool", json_object_new_int64((int64_t) pg->pool));
+    json_object_object_add(e, "pg", json_object_new_int64(pg->pg));
+    json_object_object_add(e, "inode", json_object_new_int64((int64_t) ob->inode));
+    json_object_object_add(e, "offset", json_object_new_int64((int64_t) ob->offset));
+    json_object_object_add(e, "version", json_object_new_int64((int64_t) ob->version));
+    if (pg->state == PG_INCOMPLETE)
+      json_object_array_add(st, json_object_new_string("incomplete"));
+    if (lacking) {
+      json_object *so = json_object_new_array();
+      json_object_array_add(st, json_object_new_string("degraded"));
+      for (uint32_t s = 0; s < pg->size && s < TC_MAX_PG_SIZE; s++)
+        if ((lacking >> s & 1) && pg->osd_set[s])
+          json_object_array_add(so, json_object_new_int64((int64_t) pg->osd_set[s]));
+      json_object_object_add(e, "stale_osds", so);
+    }
+    if (ob->inconsistent)
+      json_object_array_add(st, json_object_new_string("inconsistent"));
+    json_object_object_add(e, "state", st);
+    json_object *set = json_object_new_array();
+    for (uint32_t s = 0; s < pg->size && s < TC_MAX_PG_SIZE; s++)
+      json_object_array_add(set, json_object_new_int64((int64_t) pg->osd_set[s]));
+    json_object_object_add(e, "osd_set", set);
+    json_object_array_add(arr, e);
+    (*n)++;
+  }
 }
 
 static const char *
@@ -53,11 +113,19 @@ osd_describe(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *h
     json_object_object_add(p, "state", json_object_new_string(pg_state_name(pg->state)));
     json_object_object_add(p, "objects", json_object_new_int64((int64_t) pg->objs.n));
     json_object_object_add(p, "degraded", json_object_new_int64((int64_t) pg->n_stale));
+    json_object_object_add(p, "inconsistent", json_object_new_int64((int64_t) pg->n_inconsistent));
     json_object_object_add(p, "clean", json_object_new_boolean(pg->state == PG_ACTIVE && !pg->n_stale &&
                                                                __builtin_popcount(pg->up) == (int) pg->size));
     json_object_array_add(pgs, p);
   }
   json_object_object_add(j, "pgs", pgs);
+  json_object *objs = json_object_new_array();
+  size_t nobj = 0;
+  for (size_t i = 0; i < o->n_pgs; i++)
+    unclean_objects(o, &o->pgs[i], objs, &nobj);
+  json_object_object_add(j, "objects", objs);
+  if (nobj >= DESCRIBE_MAX_OBJECTS)
+    json_object_object_add(j, "objects_truncated", json_object_new_boolean(true));
   json_object *peers = json_object_new_array();
   for (size_t i = 0; i < o->n_peers; i++) {
     json_object *p = json_object_new_object();

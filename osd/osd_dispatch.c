@@ -168,7 +168,9 @@ osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *pay
     osd_reply(c, hdr, -EROFS, 0, 0, NULL, 0);
   else if (r.op == TC_OP_READ && osd_image_retired(o, r.inode))
     osd_reply(c, hdr, -ESTALE, 0, 0, NULL, 0);   /* the reader's layer chain is stale */
-  else
+  else {
+    osd_inode_stats_count(o, &r);
     dispatch(o, c, hdr, &r, &payload);
+  }
   free(payload);
 }

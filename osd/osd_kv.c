@@ -1,8 +1,9 @@
 /* The OSD and the KV: registration of /osd/state/<n> with a lease (kept
  * alive by the KV client's lease keeper thread), and watches of the keys
  * the OSD needs: /config/pools, /pg/config, /osd/state/, /config/user/ and
- * /config/inode/ (users and images for the rights checks). A watch event
- * only schedules a reload on the loop thread; the reload reads the five
+ * /config/inode/ (users and images for the rights checks), /pg/history/
+ * (scrubs asked for: next_scrub). A watch event
+ * only schedules a reload on the loop thread; the reload reads the six
  * prefixes (blocking, a few ms) and swaps in a new snapshot, so the loop
  * never sees a half-updated state. */
 #include <config.h>
@@ -42,6 +43,7 @@ osd_kvstate_free(struct osd_kvstate *s)
   free(s->images);
   free(s->osd_ids);
   free(s->osd_revs);
+  free(s->scrub_reqs);
   free(s);
 }
 
@@ -262,13 +264,58 @@ out:
   return rc;
 }
 
+/* /pg/history/<pool>/<pg> records with a "next_scrub" (wall time). A key
+ * not in canonical decimal or a value that is no such record is skipped. */
+static int
+load_scrub_reqs(struct osd *o, struct osd_kvstate *s)
+{
+  struct tc_kv_result h;
+  if (get(o, "/pg/history/", true, &h) < 0)
+    return -1;
+  size_t plen = strlen(o->prefix) + strlen("/pg/history/");
+  if (h.n_kvs && !(s->scrub_reqs = calloc(h.n_kvs, sizeof *s->scrub_reqs))) {
+    tc_kv_result_free(&h);
+    return tc_error(ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < h.n_kvs; i++) {
+    if (h.kvs[i].key_len <= plen)
+      continue;
+    const char *k = (const char *) h.kvs[i].key + plen;
+    char *end;
+    if (*k < '1' || *k > '9')
+      continue;
+    uint64_t pool = strtoull(k, &end, 10);
+    if (*end != '/' || !end[1] || (end[1] == '0' && end[2]) || end[1] < '0' || end[1] > '9')
+      continue;
+    unsigned long long pg = strtoull(end + 1, &end, 10);
+    if (*end || pg > UINT32_MAX)
+      continue;
+    json_object *j = parse_obj(h.kvs[i].value, h.kvs[i].value_len), *f;
+    if (j && json_object_object_get_ex(j, "next_scrub", &f) && json_object_is_type(f, json_type_int) &&
+        json_object_get_int64(f) > 0)
+      s->scrub_reqs[s->n_scrub_reqs++] = (struct osd_scrub_req) { pool, (uint32_t) pg, json_object_get_int64(f) };
+    json_object_put(j);
+  }
+  tc_kv_result_free(&h);
+  return 0;
+}
+
+int64_t
+osd_scrub_requested(struct osd *o, uint64_t pool, uint32_t pg)
+{
+  for (size_t i = 0; o->ks && i < o->ks->n_scrub_reqs; i++)
+    if (o->ks->scrub_reqs[i].pool == pool && o->ks->scrub_reqs[i].pg == pg)
+      return o->ks->scrub_reqs[i].next_scrub;
+  return 0;
+}
+
 int
 osd_kv_reload(struct osd *o)
 {
   struct osd_kvstate *s = calloc(1, sizeof *s);
   if (!s)
     return tc_error(ENOMEM, "out of memory");
-  if (load_map(o, s) < 0 || load_users(o, s) < 0 || load_images(o, s) < 0) {
+  if (load_map(o, s) < 0 || load_users(o, s) < 0 || load_images(o, s) < 0 || load_scrub_reqs(o, s) < 0) {
     tc_warn("osd %" PRIu64 ": reading the KV: %s", o->osd_num, tc_last_error());
     osd_kvstate_free(s);
     return -1;
@@ -459,12 +506,12 @@ register_state(struct osd *o)
 int
 osd_kv_start(struct osd *o)
 {
-  static const struct { const char *k; bool prefix; } w[5] = {
+  static const struct { const char *k; bool prefix; } w[6] = {
     { "/config/pools", false }, { "/pg/config", false }, { "/osd/state/", true },
-    { "/config/user/", true }, { "/config/inode/", true },
+    { "/config/user/", true }, { "/config/inode/", true }, { "/pg/history/", true },
   };
   /* Watch first, then read: nothing changes unseen in between. */
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < 6; i++) {
     CLEANUP_FREE char *k = key_of(o, w[i].k);
     if (!k)
       return tc_error(ENOMEM, "out of memory");
@@ -493,7 +540,7 @@ osd_kv_start(struct osd *o)
 void
 osd_kv_stop(struct osd *o)
 {
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     if (o->watches[i]) {
       tc_kv_watch_cancel(o->watches[i]);
       o->watches[i] = NULL;

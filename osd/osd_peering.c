@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "error.h"
 #include "image_meta.h"
 #include "log.h"
@@ -20,6 +21,7 @@ static void
 pg_clear(struct osd_pg *pg)
 {
   osd_objmap_free(&pg->objs);
+  pg->n_inconsistent = 0;   /* the objects' flags went with the table */
   for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
     free(pg->lists[s]);
     pg->lists[s] = NULL;
@@ -387,6 +389,9 @@ osd_peering_update(struct osd *o)
         pg->pg = g;
         pg->pg_count = p->pg_count;
         pg->instance = ++o->instances;
+        /* A scrub asked for long before this OSD led the PG was served by
+         * its primary then (or is stale): not again at each restart. */
+        pg->scrub_req_done = (int64_t) time(NULL) - OSD_SCRUB_REQUEST_GRACE;
         tc_info("osd %" PRIu64 ": primary of pg %" PRIu64 "/%" PRIu32, o->osd_num, p->id, g);
       }
       else if (pg->sig == pg_sig(o, p, pi))

@@ -51,14 +51,32 @@ scrub_done(struct scrub_op *p, int status, int repaired)
     tc_counter_add(o->m->scrub_bad, status > 0 ? (uint64_t) status : 0);
     tc_counter_add(o->m->scrub_repaired, (uint64_t) repaired);
   }
+  struct osd_pg *pg = osd_op_pg(&p->b);
+  /* What DESCRIBE lists as inconsistent: a bad sector left unrepaired, or
+   * no good copy at all (a failure to read or send is no finding). */
+  struct osd_obj *ob = pg ? osd_objmap_get(&pg->objs, p->b.inode, p->b.offset) : NULL;
+  if (ob && (status >= 0 || status == -EIO)) {
+    uint8_t now_bad = status == -EIO || (status > 0 && repaired < status);
+    if (now_bad != ob->inconsistent) {
+      if (now_bad)
+        pg->n_inconsistent++;
+      else if (pg->n_inconsistent)
+        pg->n_inconsistent--;
+    }
+    ob->inconsistent = now_bad;
+  }
   if (p->b.background) {
-    struct osd_pg *pg = osd_op_pg(&p->b);
     o->scrub_inflight--;
     if (pg) {
+      uint64_t bad = status > 0 ? (uint64_t) status : (uint64_t) (status < 0);
       pg->scrub_objects++;
+      if (pg->scrub_pass_inflight > 0)
+        pg->scrub_pass_inflight--;
       /* a copy with no good version anywhere counts as one bad sector */
-      pg->scrub_bad += status > 0 ? (uint64_t) status : (uint64_t) (status < 0);
+      pg->scrub_bad += bad;
       pg->scrub_repaired += (uint64_t) repaired;
+      pg->scrub_pass_bad += bad;
+      pg->scrub_pass_repaired += (uint64_t) repaired;
     }
   } else
     osd_client_reply_scrub(p->b.cl, &p->b.hdr, status, (uint64_t) repaired);
@@ -263,8 +281,10 @@ scrub_begin(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr
       scrub_free(p);
     return -ENOMEM;
   }
-  if (background)
+  if (background) {
     o->scrub_inflight++;
+    pg->scrub_pass_inflight++;
+  }
   p->my_slot = pg->my_slot;
   memcpy(p->set, pg->osd_set, sizeof p->set);
   uint8_t good = osd_pg_good_slots(o, pg, ob);

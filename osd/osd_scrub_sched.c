@@ -3,8 +3,13 @@
  * second for the whole OSD (client I/O keeps the rest of the disk). First
  * passes start at a point of the interval fixed by the PG's number, so the
  * PGs of a cluster do not all scrub at once. What a pass finds is in the
- * PG's record (scrub_bad, scrub_repaired, scrub_last), written to
- * /pg/state by osd_stats.c. */
+ * PG's record (scrub_bad, scrub_repaired, scrub_last, and the last full
+ * pass's own findings), written to /pg/state by osd_stats.c.
+ *
+ * A scrub asked for (tromcho scrub writes /pg/history/<pool>/<pg> =
+ * {"next_scrub": T}, osd_kv.c) starts a pass at wall time T or at once if
+ * T passed, even with scrub_interval 0, unless a full pass already served
+ * T; /pg/state's scrub.request then says T was served. */
 #include <config.h>
 #include <inttypes.h>
 #include <time.h>
@@ -25,7 +30,7 @@ osd_scrub_tick(struct osd *o)
 {
   int64_t interval = tc_config_int(o->cfg, "scrub_interval");
   int64_t rate = tc_config_int(o->cfg, "scrub_rate");
-  if (interval <= 0 || o->stopping)
+  if (o->stopping)
     return;
   if (rate < 1)
     rate = 1;
@@ -36,13 +41,20 @@ osd_scrub_tick(struct osd *o)
     if (pg->state != PG_ACTIVE)
       continue;
     if (!pg->scrub_running) {
-      if (pg->scrub_next == 0)
+      int64_t req = osd_scrub_requested(o, pg->pool, pg->pg), wall = (int64_t) time(NULL);
+      bool asked = req > pg->scrub_req_done && req <= wall;
+      if (interval > 0 && pg->scrub_next == 0)
         pg->scrub_next = now + spread(pg) * (double) interval;
-      if (now < pg->scrub_next)
+      if (!asked && (interval <= 0 || now < pg->scrub_next))
         continue;
       pg->scrub_running = true;
       pg->scrub_pos = 0;
       pg->scrub_objects = 0;
+      pg->scrub_pass_bad = pg->scrub_pass_repaired = 0;
+      pg->scrub_req_running = asked ? req : 0;
+      if (asked)
+        tc_info("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 ": scrub asked for (next_scrub %" PRId64 ")", o->osd_num,
+                pg->pool, pg->pg, req);
     }
     while (budget > 0 && pg->scrub_pos < pg->objs.cap) {
       struct osd_obj *ob = &pg->objs.v[pg->scrub_pos];
@@ -55,10 +67,15 @@ osd_scrub_tick(struct osd *o)
         budget--;
       pg->scrub_pos++;
     }
-    if (pg->scrub_pos >= pg->objs.cap) {
+    /* The pass ends when its last object's scrub answered. */
+    if (pg->scrub_pos >= pg->objs.cap && pg->scrub_pass_inflight == 0) {
       pg->scrub_running = false;
       pg->scrub_last = (int64_t) time(NULL);
       pg->scrub_next = now + (double) interval;
+      pg->scrub_last_bad = pg->scrub_pass_bad;
+      pg->scrub_last_repaired = pg->scrub_pass_repaired;
+      if (pg->scrub_req_running > pg->scrub_req_done)
+        pg->scrub_req_done = pg->scrub_req_running;
       tc_info("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 " scrubbed: %" PRIu64 " objects; since peering %" PRIu64
               " bad sectors, %" PRIu64 " repaired", o->osd_num, pg->pool, pg->pg, pg->scrub_objects, pg->scrub_bad,
               pg->scrub_repaired);

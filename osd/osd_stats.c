@@ -1,6 +1,12 @@
 /* What this OSD tells the cluster about itself, in the KV (DESIGN.md 3):
  *   /osd/stats/<n>           counters, rates over the last interval, the
- *                            store's capacity, scrub totals
+ *                            store's capacity, scrub totals, and "inodes":
+ *                            per inode the bytes this store holds of it
+ *                            (every copy, written every interval from a
+ *                            walk of the store) and the client operations
+ *                            served as primary (counted when allowed),
+ *                            which the monitor sums into /inode/stats,
+ *                            /pool/stats and /stats
  *   /pg/state/<pool>/<pg>    of each PG it leads: {"state": [...],
  *                            "primary", "epoch", "objects",
  *                            "degraded_objects", "scrub": {...}}
@@ -21,6 +27,8 @@
 #include "error.h"
 #include "log.h"
 #include "osd.h"
+
+#define OSD_SECTOR 4096   /* the store's sector */
 
 /* Slots of pg whose member is reachable now (this OSD included). */
 static uint8_t
@@ -77,7 +85,7 @@ osd_pg_state_json(struct osd *o, const struct osd_pg *pg)
       json_object_array_add(st, json_object_new_string("recovering"));
     if (pg->scrub_running)
       json_object_array_add(st, json_object_new_string("scrubbing"));
-    if (pg->scrub_bad > pg->scrub_repaired)
+    if (pg->scrub_bad > pg->scrub_repaired || pg->n_inconsistent)
       json_object_array_add(st, json_object_new_string("inconsistent"));
   }
   json_object_object_add(j, "state", st);
@@ -88,6 +96,11 @@ osd_pg_state_json(struct osd *o, const struct osd_pg *pg)
   json_object_object_add(sc, "last", json_object_new_int64(pg->scrub_last));
   json_object_object_add(sc, "bad_sectors", json_object_new_int64((int64_t) pg->scrub_bad));
   json_object_object_add(sc, "repaired_sectors", json_object_new_int64((int64_t) pg->scrub_repaired));
+  /* the last full pass on its own, and the request (next_scrub) it served */
+  json_object_object_add(sc, "last_bad_sectors", json_object_new_int64((int64_t) pg->scrub_last_bad));
+  json_object_object_add(sc, "last_repaired_sectors", json_object_new_int64((int64_t) pg->scrub_last_repaired));
+  json_object_object_add(sc, "request", json_object_new_int64(pg->scrub_req_done));
+  json_object_object_add(sc, "inconsistent_objects", json_object_new_int64((int64_t) pg->n_inconsistent));
   if (pg->scrub_running && pg->objs.cap)
     json_object_object_add(sc, "progress", json_object_new_double((double) pg->scrub_pos / (double) pg->objs.cap));
   json_object_object_add(j, "scrub", sc);
@@ -138,8 +151,122 @@ count(struct osd *o, int op)
   return o->m ? tc_counter_get(o->m->ops[op]) : 0;
 }
 
+/* ---- client I/O and space by inode ---- */
+
+static struct osd_inode_stat *
+istat_slot(struct osd_inode_stat *v, size_t cap, uint64_t inode)
+{
+  size_t i = (size_t) ((inode * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+  while (v[i].inode && v[i].inode != inode)
+    i = (i + 1) & (cap - 1);
+  return &v[i];
+}
+
+void
+osd_inode_stats_count(struct osd *o, const struct osd_req *r)
+{
+  if (r->op != TC_OP_READ && r->op != TC_OP_WRITE && r->op != TC_OP_WRITE_PARTIAL && r->op != TC_OP_WRITE_IF &&
+      r->op != TC_OP_DELETE)
+    return;
+  if (!r->inode)
+    return;
+  if ((o->n_istats + 1) * 4 > o->istats_cap * 3) {
+    size_t nc = o->istats_cap ? o->istats_cap * 2 : 64;
+    struct osd_inode_stat *nv = calloc(nc, sizeof *nv);
+    if (!nv)
+      return;   /* not counted: the stats are no reason to fail an operation */
+    for (size_t i = 0; i < o->istats_cap; i++)
+      if (o->istats[i].inode)
+        *istat_slot(nv, nc, o->istats[i].inode) = o->istats[i];
+    free(o->istats);
+    o->istats = nv;
+    o->istats_cap = nc;
+  }
+  struct osd_inode_stat *e = istat_slot(o->istats, o->istats_cap, r->inode);
+  if (!e->inode) {
+    e->inode = r->inode;
+    o->n_istats++;
+  }
+  if (r->op == TC_OP_READ) {
+    e->read_ops++;
+    e->read_bytes += r->len;
+  } else if (r->op == TC_OP_DELETE) {
+    e->delete_ops++;
+    e->delete_bytes += r->len;
+  } else {
+    e->write_ops++;
+    e->write_bytes += r->op == TC_OP_WRITE_IF ? OSD_SECTOR : r->len;
+  }
+}
+
+struct space_walk {
+  uint64_t inode, sectors;
+  json_object *inodes;
+};
+
 static json_object *
-osd_stats_json(struct osd *o, double now)
+inode_entry(json_object *inodes, uint64_t inode)
+{
+  char k[24];
+  json_object *e;
+  snprintf(k, sizeof k, "%" PRIu64, inode);
+  if (json_object_object_get_ex(inodes, k, &e))
+    return e;
+  e = json_object_new_object();
+  json_object_object_add(inodes, k, e);
+  return e;
+}
+
+static void
+space_flush(struct space_walk *w)
+{
+  if (w->inode && w->sectors)
+    json_object_object_add(inode_entry(w->inodes, w->inode), "used_bytes",
+                           json_object_new_int64((int64_t) (w->sectors * OSD_SECTOR)));
+  w->sectors = 0;
+}
+
+static int
+space_cb(void *opaque, const struct tc_store_obj *obj)
+{
+  struct space_walk *w = opaque;
+  if (obj->inode != w->inode) {
+    space_flush(w);
+    w->inode = obj->inode;
+  }
+  w->sectors += obj->sectors;
+  return 0;
+}
+
+/* {"<inode>": {"used_bytes", "read_ops", "read_bytes", "write_ops",
+ * "write_bytes", "delete_ops", "delete_bytes"}}: the space from a walk of
+ * the store (objects come in inode order), the I/O from the counters. */
+static json_object *
+inodes_json(struct osd *o)
+{
+  struct space_walk w = { 0, 0, json_object_new_object() };
+  if (tc_store_list(o->store, 0, UINT64_MAX, space_cb, &w) < 0)
+    tc_warn("osd %" PRIu64 ": stats: walking the store: %s", o->osd_num, tc_last_error());
+  space_flush(&w);
+  for (size_t i = 0; i < o->istats_cap; i++) {
+    const struct osd_inode_stat *s = &o->istats[i];
+    if (!s->inode)
+      continue;
+    json_object *e = inode_entry(w.inodes, s->inode);
+    json_object_object_add(e, "read_ops", json_object_new_int64((int64_t) s->read_ops));
+    json_object_object_add(e, "read_bytes", json_object_new_int64((int64_t) s->read_bytes));
+    json_object_object_add(e, "write_ops", json_object_new_int64((int64_t) s->write_ops));
+    json_object_object_add(e, "write_bytes", json_object_new_int64((int64_t) s->write_bytes));
+    json_object_object_add(e, "delete_ops", json_object_new_int64((int64_t) s->delete_ops));
+    json_object_object_add(e, "delete_bytes", json_object_new_int64((int64_t) s->delete_bytes));
+  }
+  return w.inodes;
+}
+
+/* walk: rebuild the per-inode part (else the last one, which a write of
+ * /osd/stats between two intervals repeats). */
+static json_object *
+osd_stats_json(struct osd *o, double now, bool walk)
 {
   json_object *j = json_object_new_object(), *ops = json_object_new_object(), *sj = json_object_new_object();
   uint64_t rd = count(o, TC_OP_READ), wr = count(o, TC_OP_WRITE) + count(o, TC_OP_WRITE_PARTIAL) + count(o, TC_OP_WRITE_IF);
@@ -184,6 +311,11 @@ osd_stats_json(struct osd *o, double now)
   json_object_object_add(j, "scrubbed_objects", json_object_new_int64((int64_t) o->scrubbed));
   json_object_object_add(j, "scrub_bad_sectors", json_object_new_int64((int64_t) o->scrub_bad));
   json_object_object_add(j, "eperm", json_object_new_int64((int64_t) o->eperm));
+  if (walk || !o->inodes_last) {
+    json_object_put(o->inodes_last);
+    o->inodes_last = inodes_json(o);
+  }
+  json_object_object_add(j, "inodes", json_object_get(o->inodes_last));
   return j;
 }
 
@@ -251,6 +383,11 @@ osd_stats_stop(struct osd *o)
   o->stats_put = NULL;
   o->stats_inflight = 0;
   osd_stats_free(o);
+  free(o->istats);
+  o->istats = NULL;
+  json_object_put(o->inodes_last);
+  o->inodes_last = NULL;
+  o->istats_cap = o->n_istats = 0;
 }
 
 void
@@ -326,7 +463,7 @@ write_stats(struct osd *o, double now, bool force)
   struct tc_kv_op *ops = NULL;
   if (!p || !(p->keys = calloc(cap + 1, sizeof *p->keys)) || !(p->vals = calloc(cap + 1, sizeof *p->vals)) ||
       !(ops = calloc(cap + 1, sizeof *ops)) || asprintf(&skey, "%s/osd/stats/%" PRIu64, o->prefix, o->osd_num) < 0 ||
-      !(sval = json_dup(osd_stats_json(o, now)))) {
+      !(sval = json_dup(osd_stats_json(o, now, force)))) {
     if (skey)
       free(skey);
     free(sval);

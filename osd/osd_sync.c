@@ -10,24 +10,27 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include "error.h"
 #include "log.h"
 #include "osd.h"
 
 struct osd_sync_req {
-  struct osd_sync_req *next;
+  STAILQ_ENTRY(osd_sync_req) next;
   osd_sync_cb cb;
   void *arg;
   int err;
 };
+
+STAILQ_HEAD(osd_sync_reqs, osd_sync_req);
 
 struct osd_syncer {
   struct osd *o;
   pthread_t th;
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  struct osd_sync_req *queue, **queue_tail;   /* asked, not yet taken */
-  struct osd_sync_req *done, **done_tail;     /* synced, not yet delivered */
+  struct osd_sync_reqs queue;                 /* asked, not yet taken */
+  struct osd_sync_reqs done;                  /* synced, not yet delivered */
   int stop;
   int deliver_pending;                        /* a deliver call is submitted */
 };
@@ -38,17 +41,16 @@ deliver(struct tc_evloop *loop, void *arg)
 {
   (void) loop;
   struct osd_syncer *s = arg;
+  struct osd_sync_reqs q = STAILQ_HEAD_INITIALIZER(q);
   pthread_mutex_lock(&s->lock);
-  struct osd_sync_req *r = s->done;
-  s->done = NULL;
-  s->done_tail = &s->done;
+  STAILQ_CONCAT(&q, &s->done);
   s->deliver_pending = 0;
   pthread_mutex_unlock(&s->lock);
-  while (r) {
-    struct osd_sync_req *next = r->next;
+  while (!STAILQ_EMPTY(&q)) {
+    struct osd_sync_req *r = STAILQ_FIRST(&q);
+    STAILQ_REMOVE_HEAD(&q, next);
     r->cb(s->o, r->arg, r->err);
     free(r);
-    r = next;
   }
 }
 
@@ -58,24 +60,24 @@ sync_thread(void *arg)
   struct osd_syncer *s = arg;
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    while (!s->queue && !s->stop)
+    while (STAILQ_EMPTY(&s->queue) && !s->stop)
       pthread_cond_wait(&s->cond, &s->lock);
-    if (!s->queue)
+    if (STAILQ_EMPTY(&s->queue))
       break;
-    struct osd_sync_req *batch = s->queue, **tail = s->queue_tail;
-    s->queue = NULL;
-    s->queue_tail = &s->queue;
+    /* One store commit answers every sync asked so far. */
+    struct osd_sync_reqs batch = STAILQ_HEAD_INITIALIZER(batch);
+    STAILQ_CONCAT(&batch, &s->queue);
     pthread_mutex_unlock(&s->lock);
     int err = 0;
     if (tc_store_sync(s->o->store) < 0) {
       err = errno ? errno : EIO;
       tc_err("osd %" PRIu64 ": store sync: %s", s->o->osd_num, tc_last_error());
     }
-    for (struct osd_sync_req *r = batch; r; r = r->next)
+    struct osd_sync_req *r;
+    STAILQ_FOREACH(r, &batch, next)
       r->err = err;
     pthread_mutex_lock(&s->lock);
-    *s->done_tail = batch;
-    s->done_tail = tail;
+    STAILQ_CONCAT(&s->done, &batch);
     if (!s->deliver_pending && !s->stop) {
       s->deliver_pending = 1;
       if (tc_evloop_submit(s->o->loop, deliver, s) < 0) {
@@ -95,8 +97,8 @@ osd_sync_start(struct osd *o)
   if (!s)
     return tc_error(ENOMEM, "no memory for the sync thread");
   s->o = o;
-  s->queue_tail = &s->queue;
-  s->done_tail = &s->done;
+  STAILQ_INIT(&s->queue);
+  STAILQ_INIT(&s->done);
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cond, NULL);
   int rc = pthread_create(&s->th, NULL, sync_thread, s);
@@ -146,8 +148,7 @@ osd_sync_async(struct osd *o, osd_sync_cb cb, void *arg)
   r->cb = cb;
   r->arg = arg;
   pthread_mutex_lock(&s->lock);
-  *s->queue_tail = r;
-  s->queue_tail = &r->next;
+  STAILQ_INSERT_TAIL(&s->queue, r, next);
   pthread_cond_signal(&s->cond);
   pthread_mutex_unlock(&s->lock);
   return 0;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "cleanup.h"
 #include "error.h"
+#include "fullio.h"
 #include "log.h"
 #include "store_impl.h"
 
@@ -117,12 +118,11 @@ wait_idle(struct tc_store *st)
 static void
 pending_free(struct tc_store *st)
 {
-  while (st->pending) {
-    struct tc_store_pending *p = st->pending;
-    st->pending = p->next;
+  while (!STAILQ_EMPTY(&st->pending)) {
+    struct tc_store_pending *p = STAILQ_FIRST(&st->pending);
+    STAILQ_REMOVE_HEAD(&st->pending, next);
     free(p);
   }
-  st->pending_tail = &st->pending;
 }
 
 static int apply_pending(struct tc_store *st);
@@ -270,7 +270,7 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
   st->fd = -1;
   pthread_mutex_init(&st->lock, NULL);
   pthread_cond_init(&st->idle, NULL);
-  st->pending_tail = &st->pending;
+  STAILQ_INIT(&st->pending);
   st->data_path = strdup(data_path);
   if (meta_path)
     st->meta_path = strdup(meta_path);
@@ -291,7 +291,7 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
     goto out;
   }
   uint8_t sector[TC_STORE_HDR_SIZE];
-  ssize_t n = pread(st->fd, sector, sizeof sector, 0);
+  ssize_t n = tc_read_full(st->fd, sector, sizeof sector, 0);
   if (n < 0) {
     tc_error(errno, "%s: read: %m", data_path);
     goto out;
@@ -357,9 +357,8 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
   r = 0;
 out:
   if (r < 0) {
-    int err = errno;
+    KEEP_ERRNO;
     store_free(st);
-    errno = err;
     return -1;
   }
   *out = st;
@@ -374,7 +373,7 @@ tc_store_close(struct tc_store *st)
   int r = 0;
   pthread_mutex_lock(&st->lock);
   wait_idle(st);
-  if (!st->broken && (st->txn || st->data_dirty || st->to_free.n || st->to_punch.n || st->pending))
+  if (!st->broken && (st->txn || st->data_dirty || st->to_free.n || st->to_punch.n || !STAILQ_EMPTY(&st->pending)))
     r = commit(st);
   pthread_mutex_unlock(&st->lock);
   store_free(st);
@@ -428,17 +427,10 @@ read_sectors(struct tc_store *st, uint8_t *buf, uint32_t first, uint32_t count)
     size_t len = (size_t) (j - i) * TC_STORE_SECTOR;
     uint8_t *p = buf + (size_t) (i - first) * TC_STORE_SECTOR;
     uint64_t pos = sector_pos(st, st->rec.loc[i]);
-    while (len) {
-      ssize_t r = pread(st->fd, p, len, (off_t) pos);
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r <= 0)
-        return tc_error(r < 0 ? errno : EIO, "store %s: read at %" PRIu64 ": %s", st->data_path, pos,
-                        r < 0 ? strerror(errno) : "end of file");
-      p += r;
-      pos += (uint64_t) r;
-      len -= (size_t) r;
-    }
+    ssize_t r = tc_read_full(st->fd, p, len, (off_t) pos);
+    if (r < 0 || (size_t) r < len)
+      return tc_error(r < 0 ? errno : EIO, "store %s: read at %" PRIu64 ": %s", st->data_path, pos,
+                      r < 0 ? strerror(errno) : "end of file");
     i = j;
   }
   return 0;
@@ -500,17 +492,8 @@ tc_store_read(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len
 static int
 pwrite_all(struct tc_store *st, const uint8_t *p, size_t len, uint64_t pos)
 {
-  while (len) {
-    ssize_t r = pwrite(st->fd, p, len, (off_t) pos);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return tc_error(r < 0 ? errno : EIO, "store %s: write at %" PRIu64 ": %s", st->data_path, pos,
-                      r < 0 ? strerror(errno) : "short write");
-    p += r;
-    pos += (uint64_t) r;
-    len -= (size_t) r;
-  }
+  if (tc_write_full(st->fd, p, len, (off_t) pos) < 0)
+    return tc_error(errno, "store %s: write at %" PRIu64 ": %s", st->data_path, pos, strerror(errno));
   return 0;
 }
 
@@ -648,8 +631,7 @@ pending_add(struct tc_store *st, int kind, uint64_t inode, uint64_t offset, uint
     memcpy(p->sums, sums, count * sizeof *sums);
     memcpy(p->locs, locs, count * sizeof *locs);
   }
-  *st->pending_tail = p;
-  st->pending_tail = &p->next;
+  STAILQ_INSERT_TAIL(&st->pending, p, next);
   st->seq++;
   return 0;
 }
@@ -660,12 +642,12 @@ static int
 apply_pending(struct tc_store *st)
 {
   int r = 0;
-  while (st->pending && r == 0) {
-    struct tc_store_pending *p = st->pending;
+  while (!STAILQ_EMPTY(&st->pending) && r == 0) {
+    struct tc_store_pending *p = STAILQ_FIRST(&st->pending);
     r = p->kind == TC_STORE_PEND_WRITE
         ? apply_write(st, p->inode, p->offset, p->len, p->locs, p->sums, p->version)
         : apply_delete(st, p->inode, p->offset, p->len, p->kind == TC_STORE_PEND_TOMBSTONE, p->version);
-    st->pending = p->next;
+    STAILQ_REMOVE_HEAD(&st->pending, next);
     free(p);
   }
   if (r < 0) {
@@ -673,8 +655,6 @@ apply_pending(struct tc_store *st)
     pending_free(st);
     errno = err;
   }
-  if (!st->pending)
-    st->pending_tail = &st->pending;
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "error.h"
 #include "store_impl.h"
+#include "vector.h"
 
 int
 tc_store_alloc_init(struct tc_store_alloc *a, uint32_t nsect)
@@ -139,14 +140,8 @@ tc_store_runs_add(struct tc_store_runs *r, uint32_t start, uint32_t n)
     r->v[r->n - 1][1] += n;
     return 0;
   }
-  if (r->n == r->cap) {
-    size_t cap = r->cap ? r->cap * 2 : 64;
-    void *v = realloc(r->v, cap * sizeof r->v[0]);
-    if (!v)
-      return tc_error(ENOMEM, "store: no memory for the list of sectors to free");
-    r->v = v;
-    r->cap = cap;
-  }
+  if (tc_grow(&r->v, &r->cap, r->n + 1, sizeof r->v[0], 64) < 0)
+    return tc_error(ENOMEM, "store: no memory for the list of sectors to free");
   r->v[r->n][0] = start;
   r->v[r->n][1] = n;
   r->n++;

@@ -17,6 +17,7 @@
 #include "cleanup.h"
 #include "crypto.h"
 #include "error.h"
+#include "fullio.h"
 #include "tc_config.h"
 #include "store_impl.h"
 
@@ -84,7 +85,7 @@ check_existing(int fd, const char *path, uint64_t have, bool force)
 {
   uint8_t buf[65536];
   size_t n = have < sizeof buf ? (size_t) have : sizeof buf;
-  ssize_t r = pread(fd, buf, n, 0);
+  ssize_t r = tc_read_full(fd, buf, n, 0);
   if (r < 0)
     return tc_error(errno, "%s: read: %m", path);
   if (force)

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <lmdb.h>
+#include <sys/queue.h>
 #include "store.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -93,7 +94,7 @@ int tc_store_runs_add(struct tc_store_runs *r, uint32_t start, uint32_t n);
  * already in free sectors; its metadata joins the next batch once the
  * commit is done (store.c, apply_pending). */
 struct tc_store_pending {
-  struct tc_store_pending *next;
+  STAILQ_ENTRY(tc_store_pending) next;
   uint64_t inode, offset, version;
   uint32_t len;
   int kind;                   /* TC_STORE_PEND_* */
@@ -109,7 +110,7 @@ struct tc_store {
    * every other call waits on idle. */
   pthread_cond_t idle;
   int committing;
-  struct tc_store_pending *pending, **pending_tail;
+  STAILQ_HEAD(, tc_store_pending) pending;
   uint64_t seq;               /* writes and deletes since open */
   uint64_t durable_seq;       /* of them, those the last commit made durable */
   int fd;

@@ -40,18 +40,11 @@
 #include "image_admin.h"
 #include "log.h"
 #include "tap.h"
+#include "testlib.h"
 
 #define NTHREADS 8
 
-static uint64_t rng = 0x9E3779B97F4A7C15ULL;
-static uint64_t
-rnd(void)
-{
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
+static uint64_t rng = 0x9E3779B97F4A7C15ULL;   /* tl_xorshift state */
 
 static int
 die(const char *what)
@@ -255,14 +248,14 @@ cmd_threads(struct tc_client *cl, const char *name, int rounds)
   int r, completed = 0;
   for (r = 0; r < rounds && !s.failed; r++) {
     /* A fresh zeroed window each round, ranges inside it. */
-    s.base = (rnd() % (size / WINDOW)) * WINDOW;
+    s.base = (tl_xorshift(&rng) % (size / WINDOW)) * WINDOW;
     if (tc_image_write(img, zero, WINDOW, s.base) < 0) {
       fail_shared(&s, tc_last_error());
       break;
     }
     for (int i = 0; i < NTHREADS; i++) {
-      s.len[i] = rnd() % (3 * 4096) + 1;
-      s.off[i] = rnd() % (WINDOW - s.len[i]);
+      s.len[i] = tl_xorshift(&rng) % (3 * 4096) + 1;
+      s.off[i] = tl_xorshift(&rng) % (WINDOW - s.len[i]);
     }
     __atomic_store_n(&s.round_no, r, __ATOMIC_RELEASE);
     pthread_barrier_wait(&s.start);
@@ -348,7 +341,7 @@ cmd_api(struct tc_client *cl, const char *name)
   /* write, flush, read back */
   uint8_t *a = malloc(1 << 20), *b = malloc(1 << 20);
   for (int i = 0; i < 1 << 20; i++)
-    a[i] = (uint8_t) rnd();
+    a[i] = (uint8_t) tl_xorshift(&rng);
   CHECK(tc_image_write(img, a, 300000, 12345) == 0 && tc_image_flush(img) == 0, "write 300000 bytes at 12345, flush");
   CHECK(tc_image_read(img, b, 300000, 12345) == 0 && memcmp(a, b, 300000) == 0, "read back");
   /* zero and trim read as zeros; extents see the hole */

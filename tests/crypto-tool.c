@@ -17,6 +17,9 @@
 #include <sys/uio.h>
 #include "crypto.h"
 #include "error.h"
+#include "testlib.h"
+
+#define PROG "crypto-tool"
 
 static void
 usage(void)
@@ -27,71 +30,14 @@ usage(void)
   exit(2);
 }
 
-static void
-die(const char *what)
-{
-  fprintf(stderr, "crypto-tool: %s\n", what);
-  exit(1);
-}
-
 /* Decode exactly want bytes of hex (want == SIZE_MAX: any length). */
-static uint8_t *
-unhex(const char *name, const char *hex, size_t want, size_t *got)
-{
-  size_t n = strlen(hex);
-  if (n % 2 || (want != SIZE_MAX && n != 2 * want)) {
-    fprintf(stderr, "crypto-tool: %s must be %zu hex digits, not %zu\n", name, 2 * want, n);
-    exit(1);
-  }
-  uint8_t *out = malloc(n / 2 + 1);
-  if (!out)
-    die("out of memory");
-  for (size_t i = 0; i < n / 2; i++) {
-    unsigned v;
-    if (sscanf(hex + 2 * i, "%2x", &v) != 1 || !strchr("0123456789abcdefABCDEF", hex[2 * i]) ||
-        !strchr("0123456789abcdefABCDEF", hex[2 * i + 1])) {
-      fprintf(stderr, "crypto-tool: %s: '%.2s' at offset %zu is not hex\n", name, hex + 2 * i, 2 * i);
-      exit(1);
-    }
-    out[i] = (uint8_t) v;
-  }
-  if (got)
-    *got = n / 2;
-  return out;
-}
-
-static uint8_t *
-read_all(size_t *len)
-{
-  size_t cap = 1 << 16, n = 0;
-  uint8_t *buf = malloc(cap);
-  if (!buf)
-    die("out of memory");
-  for (;;) {
-    if (n == cap) {
-      uint8_t *nb = realloc(buf, cap *= 2);
-      if (!nb)
-        die("out of memory");
-      buf = nb;
-    }
-    size_t r = fread(buf + n, 1, cap - n, stdin);
-    n += r;
-    if (r == 0)
-      break;
-  }
-  if (ferror(stdin))
-    die("reading stdin failed");
-  *len = n;
-  return buf;
-}
-
 static void
 write_all(const void *p, size_t len)
 {
   if (len && fwrite(p, 1, len, stdout) != len)
-    die("writing stdout failed");
+    tl_die(PROG, "writing stdout failed");
   if (fflush(stdout) != 0)
-    die("writing stdout failed");
+    tl_die(PROG, "writing stdout failed");
 }
 
 int
@@ -108,21 +54,21 @@ main(int argc, char **argv)
   if (!strcmp(op, "xts-enc") || !strcmp(op, "xts-dec")) {
     if (argc != 4)
       usage();
-    uint8_t *key = unhex("HEXKEY", argv[2], TC_XTS_KEY_SIZE, NULL);
+    uint8_t *key = tl_unhex(PROG, "HEXKEY", argv[2], TC_XTS_KEY_SIZE, NULL);
     char *end;
     errno = 0;
     unsigned long long sector = strtoull(argv[3], &end, 0);
     if (errno || end == argv[3] || *end || argv[3][0] == '-')
-      die("SECTOR must be a sector number from 0 to 2^64-1");
+      tl_die(PROG, "SECTOR must be a sector number from 0 to 2^64-1");
     struct tc_xts *x;
     if (tc_xts_new(&x, key) < 0)
-      die(tc_last_error());
+      tl_die(PROG, "%s", tc_last_error());
     tc_wipe(key, TC_XTS_KEY_SIZE);
     free(key);
-    uint8_t *buf = read_all(&len);
+    uint8_t *buf = tl_read_all(PROG, stdin, &len);
     int r = op[4] == 'e' ? tc_xts_encrypt(x, sector, buf, buf, len) : tc_xts_decrypt(x, sector, buf, buf, len);
     if (r < 0)
-      die(tc_last_error());
+      tl_die(PROG, "%s", tc_last_error());
     write_all(buf, len);
     tc_xts_free(x);
     free(buf);
@@ -132,30 +78,30 @@ main(int argc, char **argv)
     if (argc != 5)
       usage();
     size_t aadlen;
-    uint8_t *key = unhex("HEXKEY", argv[2], TC_GCM_KEY_SIZE, NULL);
-    uint8_t *nonce = unhex("HEXNONCE", argv[3], TC_GCM_NONCE_SIZE, NULL);
-    uint8_t *aad = unhex("HEXAAD", argv[4], SIZE_MAX, &aadlen);
+    uint8_t *key = tl_unhex(PROG, "HEXKEY", argv[2], TC_GCM_KEY_SIZE, NULL);
+    uint8_t *nonce = tl_unhex(PROG, "HEXNONCE", argv[3], TC_GCM_NONCE_SIZE, NULL);
+    uint8_t *aad = tl_unhex(PROG, "HEXAAD", argv[4], SIZE_MAX, &aadlen);
     struct tc_gcm *g;
     if (tc_gcm_new(&g, key) < 0)
-      die(tc_last_error());
+      tl_die(PROG, "%s", tc_last_error());
     tc_wipe(key, TC_GCM_KEY_SIZE);
     free(key);
-    uint8_t *buf = read_all(&len);
+    uint8_t *buf = tl_read_all(PROG, stdin, &len);
     struct iovec a = { aad, aadlen };
     if (op[4] == 's') {
       uint8_t tag[TC_GCM_TAG_SIZE];
       struct iovec d = { buf, len };
       if (tc_gcm_seal(g, nonce, &a, aadlen ? 1 : 0, &d, 1, tag) < 0)
-        die(tc_last_error());
+        tl_die(PROG, "%s", tc_last_error());
       write_all(buf, len);
       write_all(tag, sizeof tag);
     }
     else {
       if (len < TC_GCM_TAG_SIZE)
-        die("input is shorter than the 16-byte tag");
+        tl_die(PROG, "input is shorter than the 16-byte tag");
       struct iovec d = { buf, len - TC_GCM_TAG_SIZE };
       if (tc_gcm_open(g, nonce, &a, aadlen ? 1 : 0, &d, 1, buf + len - TC_GCM_TAG_SIZE) < 0)
-        die(tc_last_error());
+        tl_die(PROG, "%s", tc_last_error());
       write_all(buf, len - TC_GCM_TAG_SIZE);
     }
     tc_gcm_free(g);

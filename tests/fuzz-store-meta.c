@@ -46,15 +46,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 #ifndef TC_LIBFUZZER
 #include "fuzz-corpus-replay.h"
-
-static uint64_t
-splitmix(uint64_t *s)
-{
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+#include "testlib.h"
 
 /* The corpus, kept for the mutations below. */
 static uint8_t seeds[64][4096];
@@ -86,11 +78,11 @@ main(void)
   uint64_t s = 1;
   static uint8_t buf[4096 + 64];
   for (int i = 0; i < 200000; i++) {
-    size_t k = splitmix(&s) % nseeds, len = lens[k];
+    size_t k = tl_splitmix(&s) % nseeds, len = lens[k];
     memcpy(buf, seeds[k], len);
-    int flips = 1 + (int) (splitmix(&s) % 4);
+    int flips = 1 + (int) (tl_splitmix(&s) % 4);
     for (int f = 0; f < flips; f++) {
-      uint64_t r = splitmix(&s);
+      uint64_t r = tl_splitmix(&s);
       switch (r % 4) {
       case 0: if (len) buf[(r >> 8) % len] ^= (uint8_t) (1u << ((r >> 40) % 8)); break;
       case 1: if (len) buf[(r >> 8) % len] = (uint8_t) (r >> 40); break;

@@ -112,3 +112,68 @@ kv_put () {
   curl -sf -X POST "$KV_URL/v3/kv/put" \
     -d "{\"key\": \"$(printf '%s' "$1" | base64 -w0)\", \"value\": \"$(printf '%s' "$2" | base64 -w0)\"}" >/dev/null
 }
+
+# make_etcd_proxy_pki DIR: certificates for etcd behind the gateway's proxy
+# (the seed's "Mon as an etcd proxy"), with openssl: etcd.crt/key (etcd's
+# own, self-signed, for 127.0.0.1, server and peer), proxy_ca.crt (a CA
+# that signs only gw_etcd.crt/key, the gateway's etcd client certificate)
+# and trust.crt, what etcd's --trusted-ca-file gets: proxy_ca plus etcd.crt
+# itself, because etcd 3.4's JSON gateway reaches etcd's own gRPC port with
+# etcd's certificate (without it every /v3 call fails "connection closed").
+make_etcd_proxy_pki () {
+  local d=$1
+  mkdir -p "$d"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=etcd \
+    -addext 'subjectAltName=IP:127.0.0.1,DNS:localhost' -addext 'extendedKeyUsage=serverAuth,clientAuth' \
+    -keyout "$d/etcd.key" -out "$d/etcd.crt" 2>/dev/null || return 1
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=proxy-ca \
+    -keyout "$d/proxy_ca.key" -out "$d/proxy_ca.crt" 2>/dev/null || return 1
+  printf 'extendedKeyUsage=clientAuth\n' > "$d/ext"
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=tromcho-gateway \
+    -keyout "$d/gw_etcd.key" -out "$d/gw_etcd.csr" 2>/dev/null &&
+  openssl x509 -req -in "$d/gw_etcd.csr" -CA "$d/proxy_ca.crt" -CAkey "$d/proxy_ca.key" -CAcreateserial \
+    -days 2 -extfile "$d/ext" -out "$d/gw_etcd.crt" 2>/dev/null || return 1
+  cat "$d/proxy_ca.crt" "$d/etcd.crt" > "$d/trust.crt"
+}
+
+# start_etcd_members NAME N PKI: an etcd cluster of N members on loopback
+# (NAME1..NAMEN, each in $TESTDIR/NAMEi like start_kv's), with the seed's
+# flags: client TLS with --client-cert-auth (trusting PKI/trust.crt, see
+# make_etcd_proxy_pki), peer TLS with --peer-client-cert-auth. Waits until
+# every member answers, stops them on exit; sets ETCD_URLS (a JSON list).
+start_etcd_members () {
+  local name=$1 n=$2 pki=$3 i cluster="" dir
+  local -a cport pport
+  requires etcd openssl
+  for ((i = 1; i <= n; i++)); do
+    cport[i]=$(free_port); pport[i]=$(free_port)
+    cluster="$cluster${cluster:+,}$name$i=https://127.0.0.1:${pport[i]}"
+  done
+  ETCD_URLS=""
+  for ((i = 1; i <= n; i++)); do
+    dir=$TESTDIR/$name$i
+    mkdir -p "$dir"
+    echo "etcd --name $name$i --data-dir $dir/data --listen-client-urls https://127.0.0.1:${cport[i]}" \
+         "--advertise-client-urls https://127.0.0.1:${cport[i]} --listen-peer-urls https://127.0.0.1:${pport[i]}" \
+         "--initial-advertise-peer-urls https://127.0.0.1:${pport[i]} --initial-cluster $cluster" \
+         "--initial-cluster-token $name --initial-cluster-state new" \
+         "--client-cert-auth --cert-file $pki/etcd.crt --key-file $pki/etcd.key --trusted-ca-file $pki/trust.crt" \
+         "--peer-client-cert-auth --peer-cert-file $pki/etcd.crt --peer-key-file $pki/etcd.key" \
+         "--peer-trusted-ca-file $pki/etcd.crt --logger zap --log-level error" > "$dir/cmd"
+    echo "https://127.0.0.1:${cport[i]}" > "$dir/url"
+    echo "--cacert $pki/etcd.crt --cert $pki/gw_etcd.crt --key $pki/gw_etcd.key" > "$dir/curlopts"
+    ETCD_URLS="$ETCD_URLS${ETCD_URLS:+, }\"https://127.0.0.1:${cport[i]}\""
+    cleanup_fn "kv_stop $name$i"
+    # A member of a new cluster is healthy only once a quorum runs: start
+    # them all, then wait.
+    sh -c "exec $(cat "$dir/cmd")" >>"$dir/log" 2>&1 &
+    echo $! > "$dir/pid"
+  done
+  ETCD_URLS="[$ETCD_URLS]"
+  for ((i = 1; i <= n; i++)); do
+    dir=$TESTDIR/$name$i
+    # shellcheck disable=SC2046
+    WAIT_SECS=60 wait_for curl -sf $(cat "$dir/curlopts") "$(cat "$dir/url")/health" ||
+      { cat "$dir/log" >&2; fail "etcd member $name$i did not start"; }
+  done
+}

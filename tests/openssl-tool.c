@@ -21,80 +21,31 @@
 #include <string.h>
 #include <errno.h>
 #include <openssl/evp.h>
+#include "testlib.h"
 
-static void
-die(const char *what)
-{
-  fprintf(stderr, "openssl-tool: %s\n", what);
-  exit(1);
-}
-
-static uint8_t *
-unhex(const char *name, const char *hex, size_t want, size_t *got)
-{
-  size_t n = strlen(hex);
-  if (n % 2 || (want != SIZE_MAX && n != 2 * want)) {
-    fprintf(stderr, "openssl-tool: %s must be %zu hex digits\n", name, 2 * want);
-    exit(1);
-  }
-  uint8_t *out = malloc(n / 2 + 1);
-  if (!out)
-    die("out of memory");
-  for (size_t i = 0; i < n / 2; i++) {
-    unsigned v;
-    if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-      die("bad hex");
-    out[i] = (uint8_t) v;
-  }
-  if (got)
-    *got = n / 2;
-  return out;
-}
-
-static uint8_t *
-read_all(size_t *len)
-{
-  size_t cap = 1 << 16, n = 0;
-  uint8_t *buf = malloc(cap);
-  if (!buf)
-    die("out of memory");
-  for (;;) {
-    if (n == cap) {
-      uint8_t *nb = realloc(buf, cap *= 2);
-      if (!nb)
-        die("out of memory");
-      buf = nb;
-    }
-    size_t r = fread(buf + n, 1, cap - n, stdin);
-    n += r;
-    if (r == 0)
-      break;
-  }
-  *len = n;
-  return buf;
-}
+#define PROG "openssl-tool"
 
 int
 main(int argc, char **argv)
 {
   if (argc < 2)
-    die("usage: openssl-tool xts-enc|xts-dec KEY SECTOR | gcm-seal|gcm-open KEY NONCE AAD");
+    tl_die(PROG, "usage: openssl-tool xts-enc|xts-dec KEY SECTOR | gcm-seal|gcm-open KEY NONCE AAD");
   const char *op = argv[1];
   size_t len;
   EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
   if (!c)
-    die("EVP_CIPHER_CTX_new failed");
+    tl_die(PROG, "EVP_CIPHER_CTX_new failed");
   if ((!strcmp(op, "xts-enc") || !strcmp(op, "xts-dec")) && argc == 4) {
     int enc = op[4] == 'e';
-    uint8_t *key = unhex("HEXKEY", argv[2], 64, NULL);
+    uint8_t *key = tl_unhex(PROG, "HEXKEY", argv[2], 64, NULL);
     char *end;
     errno = 0;
     unsigned long long sector = strtoull(argv[3], &end, 0);
     if (errno || *end)
-      die("bad SECTOR");
-    uint8_t *buf = read_all(&len), *out = malloc(len + 1);
+      tl_die(PROG, "bad SECTOR");
+    uint8_t *buf = tl_read_all(PROG, stdin, &len), *out = malloc(len + 1);
     if (!out || len % 4096)
-      die("input is not a whole number of 4096-byte sectors");
+      tl_die(PROG, "input is not a whole number of 4096-byte sectors");
     /* One EVP call per sector, each with its own IV: the sector index as a
      * 128-bit little-endian number. */
     for (size_t off = 0; off < len; off += 4096, sector++) {
@@ -104,10 +55,10 @@ main(int argc, char **argv)
         iv[i] = (uint8_t) (sector >> (8 * i));
       if (EVP_CipherInit_ex(c, EVP_aes_256_xts(), NULL, key, iv, enc) != 1 ||
           EVP_CipherUpdate(c, out + off, &outl, buf + off, 4096) != 1 || outl != 4096)
-        die("EVP AES-256-XTS failed");
+        tl_die(PROG, "EVP AES-256-XTS failed");
     }
     if (fwrite(out, 1, len, stdout) != len)
-      die("write failed");
+      tl_die(PROG, "write failed");
     free(key);
     free(buf);
     free(out);
@@ -117,12 +68,12 @@ main(int argc, char **argv)
   if ((!strcmp(op, "gcm-seal") || !strcmp(op, "gcm-open")) && argc == 5) {
     int enc = op[4] == 's';
     size_t ivlen, aadlen;
-    uint8_t *key = unhex("HEXKEY", argv[2], 32, NULL);
-    uint8_t *iv = unhex("HEXNONCE", argv[3], SIZE_MAX, &ivlen);
-    uint8_t *aad = unhex("HEXAAD", argv[4], SIZE_MAX, &aadlen);
-    uint8_t *buf = read_all(&len);
+    uint8_t *key = tl_unhex(PROG, "HEXKEY", argv[2], 32, NULL);
+    uint8_t *iv = tl_unhex(PROG, "HEXNONCE", argv[3], SIZE_MAX, &ivlen);
+    uint8_t *aad = tl_unhex(PROG, "HEXAAD", argv[4], SIZE_MAX, &aadlen);
+    uint8_t *buf = tl_read_all(PROG, stdin, &len);
     if (!enc && len < 16)
-      die("input is shorter than the tag");
+      tl_die(PROG, "input is shorter than the tag");
     size_t dlen = enc ? len : len - 16;
     uint8_t *out = malloc(dlen + 16);
     int outl, fin;
@@ -130,20 +81,20 @@ main(int argc, char **argv)
         EVP_CipherInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL, enc) != 1 ||
         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, (int) ivlen, NULL) != 1 ||
         EVP_CipherInit_ex(c, NULL, NULL, key, iv, enc) != 1)
-      die("EVP AES-256-GCM init failed");
+      tl_die(PROG, "EVP AES-256-GCM init failed");
     if (aadlen && EVP_CipherUpdate(c, NULL, &outl, aad, (int) aadlen) != 1)
-      die("EVP AES-256-GCM AAD failed");
+      tl_die(PROG, "EVP AES-256-GCM AAD failed");
     if (dlen && EVP_CipherUpdate(c, out, &outl, buf, (int) dlen) != 1)
-      die("EVP AES-256-GCM failed");
+      tl_die(PROG, "EVP AES-256-GCM failed");
     if (!enc && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, buf + dlen) != 1)
-      die("EVP AES-256-GCM set tag failed");
+      tl_die(PROG, "EVP AES-256-GCM set tag failed");
     if (EVP_CipherFinal_ex(c, out + dlen, &fin) != 1)
-      die("authentication tag mismatch");
+      tl_die(PROG, "authentication tag mismatch");
     if (enc && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, out + dlen) != 1)
-      die("EVP AES-256-GCM get tag failed");
+      tl_die(PROG, "EVP AES-256-GCM get tag failed");
     size_t outlen = enc ? dlen + 16 : dlen;
     if (fwrite(out, 1, outlen, stdout) != outlen)
-      die("write failed");
+      tl_die(PROG, "write failed");
     free(key);
     free(iv);
     free(aad);
@@ -152,6 +103,6 @@ main(int argc, char **argv)
     EVP_CIPHER_CTX_free(c);
     return 0;
   }
-  die("usage: openssl-tool xts-enc|xts-dec KEY SECTOR | gcm-seal|gcm-open KEY NONCE AAD");
+  tl_die(PROG, "usage: openssl-tool xts-enc|xts-dec KEY SECTOR | gcm-seal|gcm-open KEY NONCE AAD");
   return 1;
 }

@@ -6,7 +6,8 @@
 # KV_CURL_OPTS (curl options of the administrator) and GW_LOG.
 
 # start_secure_gateway USER...: make the PKI with `tromcho make-certs`, a
-# certificate per USER, and start the gateway.
+# certificate per USER, and start the gateway. With GW_ETCD_PROXY (the
+# JSON of option etcd_proxy) it is the filtering proxy to that etcd.
 start_secure_gateway () {
   local port dir=$TESTDIR/gw u
   requires tromcho tromcho-gateway curl
@@ -17,8 +18,10 @@ start_secure_gateway () {
   port=$(free_port)
   KV_URL=https://127.0.0.1:$port
   GW_LOG=$dir/log
+  local -a store=(--gateway_data "$dir/data")
+  [ -z "${GW_ETCD_PROXY:-}" ] || store=(--etcd_proxy "$GW_ETCD_PROXY")
   tromcho-gateway --config "$P/tromcho.conf" --use_perms true --gateway_address "127.0.0.1:$port" \
-    --gateway_data "$dir/data" --gateway_bootstrap_admin admin --gateway_monitor "${KV_MONITOR:-true}" \
+    "${store[@]}" --gateway_bootstrap_admin admin --gateway_monitor "${KV_MONITOR:-true}" \
     --log_level info >>"$GW_LOG" 2>&1 &
   echo $! > "$dir/pid"
   cleanup_fn "stop_pid $(cat "$dir/pid")"

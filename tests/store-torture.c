@@ -32,6 +32,7 @@
 #include "crypto.h"
 #include "error.h"
 #include "store.h"
+#include "testlib.h"
 
 #define SEC TC_STORE_SECTOR
 #define INODES 3
@@ -40,30 +41,6 @@
 #define NSECT (INODES * BLOCKS * SPB)
 #define NOBJ (INODES * BLOCKS)
 #define INODE(i) (0x10000 + (uint64_t) (i))
-
-static uint64_t
-splitmix(uint64_t *s)
-{
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/* Sector content: a 24-byte header (version, inode, inode sector) then
- * bytes derived from it. */
-static void
-fill(uint8_t *p, uint64_t inode, uint64_t s, uint64_t v)
-{
-  uint64_t seed = v * 0x100000001B3ull ^ inode * 31 ^ s;
-  memcpy(p, &v, 8);
-  memcpy(p + 8, &inode, 8);
-  memcpy(p + 16, &s, 8);
-  for (size_t i = 24; i < SEC; i += 8) {
-    uint64_t x = splitmix(&seed);
-    memcpy(p + i, &x, 8);
-  }
-}
 
 /* run-async: the sync thread and what it was asked for. */
 static struct {
@@ -117,18 +94,18 @@ run(const char *data, uint64_t seed, uint64_t ver, long ops, long sync_every, lo
     return 1;
   }
   for (long n = 1; n <= ops; n++) {
-    int i = (int) (splitmix(&seed) % INODES), b = (int) (splitmix(&seed) % BLOCKS);
-    int first = (int) (splitmix(&seed) % SPB), count = 1 + (int) (splitmix(&seed) % (SPB - first));
-    if (splitmix(&seed) % 4 == 0)
+    int i = (int) (tl_splitmix(&seed) % INODES), b = (int) (tl_splitmix(&seed) % BLOCKS);
+    int first = (int) (tl_splitmix(&seed) % SPB), count = 1 + (int) (tl_splitmix(&seed) % (SPB - first));
+    if (tl_splitmix(&seed) % 4 == 0)
       count = SPB - first;     /* often to the end of the block: large writes too */
     uint64_t off = ((uint64_t) b * SPB + first) * SEC;
     int r;
-    if (splitmix(&seed) % 16) {
+    if (tl_splitmix(&seed) % 16) {
       ver++;
       printf("W %d %d %d %d %" PRIu64 "\n", i, b, first, count, ver);
       fflush(stdout);
       for (int s = 0; s < count; s++)
-        fill(buf + s * SEC, INODE(i), (uint64_t) b * SPB + first + s, ver);
+        tl_fill_sector(buf + s * SEC, SEC, INODE(i), (uint64_t) b * SPB + first + s, ver);
       r = tc_store_write(st, INODE(i), off, (uint32_t) count * SEC, buf, ver);
     }
     else {
@@ -262,7 +239,7 @@ verify(const char *data, const char *baseline)
         if (!((present[s / 8] >> (s % 8)) & 1))
           continue;
         memcpy(&observed[k], buf + s * SEC, 8);
-        fill(want, INODE(i), (uint64_t) b * SPB + s, observed[k]);
+        tl_fill_sector(want, SEC, INODE(i), (uint64_t) b * SPB + s, observed[k]);
         if (memcmp(want, buf + s * SEC, SEC) != 0) {
           garbage++;
           fprintf(stderr, "store-torture: FAIL: inode %d block %d sector %d holds garbage\n", i, b, s);

@@ -22,12 +22,18 @@ WAIT_SECS=30 wait_for sh -c "tromcho status | grep -q '8 clean'" || { tromcho st
 tromcho status
 tromcho create img -s 256M --enc_key auto >/dev/null || fail "create"
 head -c $((160 << 20)) /dev/urandom > "$TESTDIR/src"
-tromcho dd if="$TESTDIR/src" oimg=img bs=128K iodepth=2 2>"$TESTDIR/dd.err" &
+# dd reads a pipe we feed: the kill lands after the first 64 MiB and before
+# the rest, however fast the machine.
+mkfifo "$TESTDIR/pipe"
+tromcho dd if="$TESTDIR/pipe" oimg=img bs=128K iodepth=2 2>"$TESTDIR/dd.err" &
 dd_pid=$!
-sleep 0.5
-kill -0 $dd_pid 2>/dev/null || fail "dd finished before the kill: make the copy bigger"
+exec 3>"$TESTDIR/pipe"
+head -c $((64 << 20)) "$TESTDIR/src" >&3
+kill -0 $dd_pid 2>/dev/null || { cat "$TESTDIR/dd.err"; fail "dd ended before its input did"; }
 stop_osd 2 -9
 echo "killed osd 2 during the dd"
+tail -c +$(((64 << 20) + 1)) "$TESTDIR/src" >&3
+exec 3>&-
 wait $dd_pid || { cat "$TESTDIR/dd.err"; tail -n 20 "$TESTDIR/mon.log"; fail "dd did not complete across the OSD's loss"; }
 tail -1 "$TESTDIR/dd.err"
 tromcho dd iimg=img of="$TESTDIR/back" bs=1M count=160 2>/dev/null || fail "read back"

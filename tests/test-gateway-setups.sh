@@ -5,12 +5,12 @@
 #  (c) a separate filtering gateway (KV only) and the monitor in another
 #      gateway (use_antietcd false) that reaches it with mon_etcd_client_cert;
 #  (d) that filtering gateway on its own, without etcd: a restart keeps the data.
-# (b), the filtering proxy to etcd (etcd_proxy), is not implemented yet: the
-# gateway refuses the option by name instead of ignoring it. Options that do
-# not apply to a setup are refused by name too.
+#  (b) the filtering proxy to etcd (etcd_proxy) in front of a real etcd,
+#      with the monitor in the proxy (test-gateway-proxy.sh goes further).
+# Options that do not apply to a setup are refused by name.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
-requires tromcho tromcho-gateway curl python3
+requires tromcho tromcho-gateway curl python3 etcd openssl
 FAKE_OSD=$top_builddir/tests/fake-osd
 [ -x "$FAKE_OSD" ] || skip not-built "fake-osd not built"
 
@@ -142,8 +142,35 @@ placed "$C" 2 || fail "(d): /pg/config lost over a restart"
 filtered "$C" "(d)"
 echo "(d) standalone gateway without etcd: ok"
 
-# --- (b) refused, by name, rather than ignored ---
-echo "{$kvgw, \"etcd_proxy\": {\"urls\": [\"https://127.0.0.1:1\"], \"cert\": \"$P/antietcd.crt\", \"key\": \"$P/antietcd.key\", \"ca\": \"$P/antietcd.crt\"}}" > "$TESTDIR/proxy.conf"
-expect_fail 'option etcd_proxy: the filtering proxy to etcd .* is not implemented yet' \
-  tromcho-gateway --config "$TESTDIR/proxy.conf" --gateway_address 127.0.0.1:0 --gateway_data "$TESTDIR/p"
+# --- (b) the filtering proxy to etcd (etcd_proxy): the data in a real etcd
+# that trusts only the gateway's own etcd certificate; the monitor runs in
+# the proxy and reaches the KV through it. test-gateway-proxy.sh has the
+# attacks, the OSDs and the failover of a 3-member etcd. ---
+make_etcd_proxy_pki "$TESTDIR/epki" || fail "(b): etcd's certificates"
+start_etcd_members e 1 "$TESTDIR/epki"
+ETCD1=$(cat "$TESTDIR/e1/url")
+proxy="\"etcd_proxy\": {\"urls\": [\"$ETCD1\"], \"cert\": \"$TESTDIR/epki/gw_etcd.crt\", \"key\": \"$TESTDIR/epki/gw_etcd.key\", \"ca\": \"$TESTDIR/epki/etcd.crt\"}"
+mkdir -p "$TESTDIR/b"
+free_port > "$TESTDIR/b/port"
+echo "{$kvgw, $mon, $proxy}" > "$TESTDIR/b.conf"
+echo "tromcho-gateway --config $TESTDIR/b.conf --gateway_address 127.0.0.1:$(cat "$TESTDIR/b/port") --gateway_bootstrap_admin admin" > "$TESTDIR/b/cmd"
+echo "https://127.0.0.1:$(cat "$TESTDIR/b/port")" > "$TESTDIR/b/url"
+echo "--cacert $P/antietcd.crt --cert $P/admin.crt --key $P/admin.key" > "$TESTDIR/b/curlopts"
+cleanup_fn "kv_stop b"
+kv_spawn b
+B=$(cat "$TESTDIR/b/url")
+put_as admin "$B" /config/user/alice '{"groups": ["staff"]}' | grep -q revision || fail "(b): admin writes alice's record"
+put_as admin "$B" /config/pools '{"1": {"name": "p1", "pg_count": 4, "pg_size": 1, "pg_minsize": 1}}' | grep -q revision ||
+  fail "(b): admin writes /config/pools"
+fake_osd "$B" 3
+kill -0 $OSDPID || fail "(b): fake-osd exited: $(cat "$TESTDIR/osd3.log")"
+WAIT_SECS=30 wait_for placed "$B" 3 || { tail "$TESTDIR/b/log" "$TESTDIR/osd3.log"; fail "(b): the monitor placed no PGs through the proxy"; }
+filtered "$B" "(b)"
+# The data is in etcd, not in the gateway.
+curl -s --cacert "$TESTDIR/epki/etcd.crt" --cert "$TESTDIR/epki/gw_etcd.crt" --key "$TESTDIR/epki/gw_etcd.key" \
+  -X POST "$ETCD1/v3/kv/range" -d "{\"key\": \"$(b64 /tromcho/pg/config)\"}" | grep -q '"kvs"' ||
+  fail "(b): /pg/config is not in etcd"
+expect_fail 'option gateway_data is set but etcd_proxy keeps the data in etcd' \
+  tromcho-gateway --config "$TESTDIR/b.conf" --gateway_address 127.0.0.1:0 --gateway_data "$TESTDIR/p"
+echo "(b) filtering proxy to etcd: ok"
 echo "test-gateway-setups: ok"

@@ -14,26 +14,12 @@
 #include "image.h"
 #include "memstore.h"
 #include "tap.h"
+#include "testlib.h"
 
 #define MiB (1ULL << 20)
 #define BS (128 * 1024)
 
-static uint64_t rng = 88172645463325252ULL;
-static uint64_t
-rnd(void)
-{
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
-
-static void
-fill_random(uint8_t *p, size_t n)
-{
-  for (size_t i = 0; i < n; i++)
-    p[i] = (uint8_t) rnd();
-}
+static uint64_t rng = 88172645463325252ULL;   /* tl_xorshift state */
 
 static struct tc_layer_desc
 layer(uint64_t inode, int keyseed)
@@ -53,19 +39,19 @@ random_io(struct tc_image *img, uint8_t *model, uint64_t size, int rounds, const
   for (int i = 0; i < rounds && !bad; i++) {
     uint64_t len, off;
     switch (i % 4) {
-    case 0: len = (rnd() % 64 + 1) * 4096; off = rnd() % (size / 4096 - 64) * 4096; break;  /* aligned */
-    case 1: len = rnd() % 4096 + 1; off = rnd() % (size - 4096); break;                      /* sub-sector */
-    case 2: len = rnd() % (2 * MiB - 1) + 1; off = rnd() % (size - len); break;             /* unaligned */
-    default: len = rnd() % 300 + 1; off = (rnd() % (size / 4096 - 1) + 1) * 4096 - len / 2; break; /* straddle */
+    case 0: len = (tl_xorshift(&rng) % 64 + 1) * 4096; off = tl_xorshift(&rng) % (size / 4096 - 64) * 4096; break;  /* aligned */
+    case 1: len = tl_xorshift(&rng) % 4096 + 1; off = tl_xorshift(&rng) % (size - 4096); break;                      /* sub-sector */
+    case 2: len = tl_xorshift(&rng) % (2 * MiB - 1) + 1; off = tl_xorshift(&rng) % (size - len); break;             /* unaligned */
+    default: len = tl_xorshift(&rng) % 300 + 1; off = (tl_xorshift(&rng) % (size / 4096 - 1) + 1) * 4096 - len / 2; break; /* straddle */
     }
-    fill_random(buf, len);
+    tl_fill_random(&rng, buf, len);
     if (tc_image_write(img, buf, len, off) < 0) {
       CHECK(0, "%s: write %llu+%llu: %s", what, (unsigned long long) off, (unsigned long long) len, tc_last_error());
       bad = 1;
       break;
     }
     memcpy(model + off, buf, len);
-    uint64_t roff = rnd() % size, rlen = rnd() % (2 * MiB);
+    uint64_t roff = tl_xorshift(&rng) % size, rlen = tl_xorshift(&rng) % (2 * MiB);
     if (rlen > size - roff)
       rlen = size - roff;
     if (tc_image_read(img, got, rlen, roff) < 0 || memcmp(got, model + roff, rlen) != 0) {
@@ -238,7 +224,7 @@ test_switch(void)
   struct tc_layer_desc top = layer(40, 7), chain[2] = { layer(41, 8), layer(40, 7) };
   struct tc_image *img = tc_image_new(&os, BS, size, &top, 1, false);
   uint8_t *model = malloc(size), *old = malloc(size), *got = malloc(size);
-  fill_random(model, size);
+  tl_fill_random(&rng, model, size);
   CHECK(img && tc_image_write(img, model, size, 0) == 0, "switch: image written");
   volatile int stop = 0;
   struct switcher w[4];
@@ -373,7 +359,7 @@ main(void)
   uint8_t *base = calloc(1, size);
   struct tc_layer_desc b0 = layer(10, 0);
   struct tc_image *bimg = tc_image_new(&os, BS, size, &b0, 1, false);
-  fill_random(base, 2 * MiB);
+  tl_fill_random(&rng, base, 2 * MiB);
   CHECK(tc_image_write(bimg, base, 2 * MiB, 0) == 0, "write base");
   struct tc_layer_desc chain2[2] = { layer(11, 7), b0 };
   struct tc_image *eclone = tc_image_new(&os, BS, size, chain2, 2, false);

@@ -2,9 +2,10 @@
 # What the cluster says it is doing (issue 15): the OSDs write /pg/state and
 # /osd/stats; `tromcho status` (and --json, parsed here) shows HEALTH_OK with
 # every PG clean, HEALTH_WARN with degraded PGs and an OSD down while one is
-# killed -9 (writes go on), and HEALTH_OK again once it returned and was
-# recovered; the scheduled scrub (scrub_interval) finds a byte flipped in a
-# replica's data file without being asked, repairs it and status reports it;
+# killed -9 (writes go on; describe lists the objects, without their copy
+# on osd 3, as degraded), and HEALTH_OK again once it returned and was recovered; the
+# scheduled scrub (scrub_interval) finds a byte flipped in a replica's data
+# file without being asked, repairs it and status reports it;
 # an OSD's /metrics, scraped with curl while writes run, parses as
 # Prometheus text and its counters rise.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
@@ -85,6 +86,17 @@ WAIT_SECS=30 wait_for check 'assert s["health"]["status"] == "HEALTH_WARN" and s
 status | tee "$TESTDIR/status-down"
 grep -q "HEALTH_WARN" "$TESTDIR/status-down" && grep -q "1 osds down" "$TESTDIR/status-down" ||
   fail "the human status does not say why it warns"
+# describe lists every object of the image as degraded: none has its copy on osd 3
+tromcho --etcd_address "$KV_URL" describe --object-state degraded --json > "$TESTDIR/describe.json" ||
+  fail "describe with osd 3 down"
+python3 - "$TESTDIR/describe.json" "$I" <<'EOF' || { cat "$TESTDIR/describe.json"; fail "describe does not list the degraded objects"; }
+import json, sys
+d, inode = json.load(open(sys.argv[1])), int(sys.argv[2])
+objs = [o for o in d["objects"] if o["inode"] == inode]
+assert len(objs) == 320, len(objs)   # 40 MiB of 128 KiB objects, each without its copy on osd 3
+assert all("degraded" in o["state"] and o["stale_osds"] == [3] for o in objs), objs[:3]
+print("describe: %d degraded objects, stale on osd 3" % len(objs))
+EOF
 start_osd 3
 seen=""
 for i in $(seq 120); do

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "store.h"
 #include "tap.h"
+#include "testlib.h"
 
 #define SEC TC_STORE_SECTOR
 static char dir[64];
@@ -32,26 +33,6 @@ path(const char *name)
   k = (k + 1) % 4;
   snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
   return buf[k];
-}
-
-static uint64_t
-splitmix(uint64_t *s)
-{
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/* The content of one sector of inode at inode sector s written with version v. */
-static void
-fill(uint8_t *p, uint64_t inode, uint64_t s, uint64_t v)
-{
-  uint64_t seed = inode * 1000003 + s * 7919 + v * 104729;
-  for (size_t i = 0; i < SEC; i += 8) {
-    uint64_t x = splitmix(&seed);
-    memcpy(p + i, &x, 8);
-  }
 }
 
 static int
@@ -159,7 +140,7 @@ check_model(struct tc_store *st, const char *when)
         if (p != (model_ver[i][b][s] != 0))
           bad++;
         else if (p) {
-          fill(want, inode, (uint64_t) b * M_SPB + s, model_ver[i][b][s]);
+          tl_fill_sector(want, SEC, inode, (uint64_t) b * M_SPB + s, model_ver[i][b][s]);
           bad += memcmp(want, buf + s * SEC, SEC) != 0;
         }
         else
@@ -200,14 +181,14 @@ test_round_trips(void)
   uint64_t seed = 42, version = 0;
   check_model(st, "empty store");
   for (int op = 0; op < 3000; op++) {
-    int i = (int) (splitmix(&seed) % M_INODES), b = (int) (splitmix(&seed) % M_BLOCKS);
-    int first = (int) (splitmix(&seed) % M_SPB), count = 1 + (int) (splitmix(&seed) % (M_SPB - first));
+    int i = (int) (tl_splitmix(&seed) % M_INODES), b = (int) (tl_splitmix(&seed) % M_BLOCKS);
+    int first = (int) (tl_splitmix(&seed) % M_SPB), count = 1 + (int) (tl_splitmix(&seed) % (M_SPB - first));
     uint64_t inode = 0x1000000000000ull + i, off = ((uint64_t) b * M_SPB + first) * SEC;
-    int kind = (int) (splitmix(&seed) % 10);
+    int kind = (int) (tl_splitmix(&seed) % 10);
     if (kind < 8) {
       version++;
       for (int s = 0; s < count; s++)
-        fill(buf + s * SEC, inode, (uint64_t) b * M_SPB + first + s, version);
+        tl_fill_sector(buf + s * SEC, SEC, inode, (uint64_t) b * M_SPB + first + s, version);
       if (tc_store_write(st, inode, off, (uint32_t) count * SEC, buf, version) < 0) {
         CHECK(0, "write: %s", tc_last_error());
         break;
@@ -232,8 +213,8 @@ test_round_trips(void)
   /* Partial reads: ranges inside one object report their own bitmap. */
   int bad = 0;
   for (int t = 0; t < 200; t++) {
-    int i = (int) (splitmix(&seed) % M_INODES), b = (int) (splitmix(&seed) % M_BLOCKS);
-    int first = (int) (splitmix(&seed) % M_SPB), count = 1 + (int) (splitmix(&seed) % (M_SPB - first));
+    int i = (int) (tl_splitmix(&seed) % M_INODES), b = (int) (tl_splitmix(&seed) % M_BLOCKS);
+    int first = (int) (tl_splitmix(&seed) % M_SPB), count = 1 + (int) (tl_splitmix(&seed) % (M_SPB - first));
     uint64_t inode = 0x1000000000000ull + i;
     uint8_t present[2], want[SEC];
     memset(buf, 0xAA, sizeof buf);
@@ -244,7 +225,7 @@ test_round_trips(void)
       expect += v != 0;
       bad += (int) ((present[s / 8] >> (s % 8)) & 1) != (v != 0);
       if (v)
-        fill(want, inode, (uint64_t) b * M_SPB + first + s, v);
+        tl_fill_sector(want, SEC, inode, (uint64_t) b * M_SPB + first + s, v);
       else
         memset(want, 0, SEC);
       bad += memcmp(want, buf + s * SEC, SEC) != 0;
@@ -325,11 +306,11 @@ test_crash_loses_only_unsynced(void)
     if (tc_store_open(&st, path("crash"), NULL) < 0)
       _exit(2);
     for (int s = 0; s < 4; s++)
-      fill(buf + s * SEC, 5, (uint64_t) s, 1);
+      tl_fill_sector(buf + s * SEC, SEC, 5, (uint64_t) s, 1);
     if (tc_store_write(st, 5, 0, 4 * SEC, buf, 1) < 0 || tc_store_sync(st) < 0)
       _exit(3);
     for (int s = 0; s < 2; s++)
-      fill(buf + s * SEC, 5, (uint64_t) s + 1, 2);
+      tl_fill_sector(buf + s * SEC, SEC, 5, (uint64_t) s + 1, 2);
     if (tc_store_write(st, 5, SEC, 2 * SEC, buf, 2) < 0 || tc_store_write(st, 5, 1 << 17, SEC, buf, 2) < 0)
       _exit(4);
     _exit(0);   /* no sync, no close: as kill -9 */
@@ -343,7 +324,7 @@ test_crash_loses_only_unsynced(void)
   int n = tc_store_read(st, 5, 0, 4 * SEC, buf, &present, &ver);
   int same = 1;
   for (int s = 0; s < 4; s++) {
-    fill(want, 5, (uint64_t) s, 1);
+    tl_fill_sector(want, SEC, 5, (uint64_t) s, 1);
     same &= memcmp(want, buf + s * SEC, SEC) == 0;
   }
   CHECK(n == 4 && present == 0xF && ver == 1 && same, "synced write intact, unsynced overwrite absent (n=%d ver=%" PRIu64 ")", n, ver);
@@ -364,8 +345,8 @@ find_in_file(const char *p, const uint8_t *pat)
   off_t pos = 0, found = -1;
   ssize_t n;
   while (found < 0 && (n = pread(fd, buf, sizeof buf, pos)) > 0) {
-    for (ssize_t i = 0; i + 16 <= n; i += SEC)
-      if (memcmp(buf + i, pat, 16) == 0) {
+    for (ssize_t i = 0; i + 32 <= n; i += SEC)
+      if (memcmp(buf + i, pat, 32) == 0) {
         found = pos + i;
         break;
       }
@@ -383,11 +364,11 @@ test_corruption(void)
   CHECK(format("bad", 32 << 20, 0, 1, false) == 0, "format bad");
   CHECK(tc_store_open(&st, path("bad"), NULL) == 0, "open bad");
   for (int s = 0; s < 8; s++)
-    fill(buf + s * SEC, 9, 64 + (uint64_t) s, 3);
+    tl_fill_sector(buf + s * SEC, SEC, 9, 64 + (uint64_t) s, 3);
   CHECK(tc_store_write(st, 9, 64 * SEC, 8 * SEC, buf, 3) == 0 && tc_store_close(st) == 0, "write 8 sectors");
   /* Flip one byte in the data of sector 5 (inode offset 69 * 4096). */
   uint8_t pat[SEC];
-  fill(pat, 9, 69, 3);
+  tl_fill_sector(pat, SEC, 9, 69, 3);
   off_t at = find_in_file(path("bad"), pat);
   CHECK(at > 0, "found the sector in the data file");
   int fd = open(path("bad"), O_RDWR);
@@ -405,7 +386,7 @@ test_corruption(void)
         "flipped byte detected on read: %s", tc_last_error());
   CHECK(all_zero(buf, sizeof buf), "no corrupted data returned");
   uint8_t want[SEC];
-  fill(want, 9, 64, 3);
+  tl_fill_sector(want, SEC, 9, 64, 3);
   CHECK(tc_store_read(st, 9, 64 * SEC, 5 * SEC, buf, NULL, NULL) == 5 && memcmp(buf, want, SEC) == 0,
         "the good sectors before it still read");
   uint8_t bad[4];
@@ -413,7 +394,7 @@ test_corruption(void)
         "scrub finds the bad sector (%02x %02x)", bad[0], bad[1]);
   CHECK(tc_store_scrub(st, 9, 0, bad) == 0, "scrub of a missing object is clean");
   /* Rewriting the bad sector repairs it (as recovery from a replica would). */
-  fill(want, 9, 69, 4);
+  tl_fill_sector(want, SEC, 9, 69, 4);
   CHECK(tc_store_write(st, 9, 69 * SEC, SEC, want, 4) == 0 && tc_store_scrub(st, 9, 64 * SEC, bad) == 0 &&
         tc_store_read(st, 9, 64 * SEC, 8 * SEC, buf, NULL, NULL) == 8, "rewrite repairs");
   struct tc_store_stats ss;
@@ -423,9 +404,9 @@ test_corruption(void)
 
   /* Data moved to another place is caught too: the checksum is seeded with
    * the sector's logical address. Copy sector 64 over sector 65. */
-  fill(pat, 9, 64, 3);
+  tl_fill_sector(pat, SEC, 9, 64, 3);
   off_t a64 = find_in_file(path("bad"), pat);
-  fill(pat, 9, 65, 3);
+  tl_fill_sector(pat, SEC, 9, 65, 3);
   off_t a65 = find_in_file(path("bad"), pat);
   fd = open(path("bad"), O_RDWR);
   CHECK(a64 > 0 && a65 > 0 && pread(fd, buf, SEC, a64) == SEC && pwrite(fd, buf, SEC, a65) == SEC, "misplace a sector");
@@ -479,8 +460,8 @@ test_compact(void)
   uint64_t seed = 7;
   CHECK(format("compact", 64 << 20, 0, 1, false) == 0 && tc_store_open(&st, path("compact"), NULL) == 0, "open compact");
   for (int i = 0; i < 3000; i++) {
-    uint32_t n = 1 + (uint32_t) (splitmix(&seed) % 4);
-    uint64_t sec = splitmix(&seed) % (256 - 4);   /* 1 MiB of inode 1 */
+    uint32_t n = 1 + (uint32_t) (tl_splitmix(&seed) % 4);
+    uint64_t sec = tl_splitmix(&seed) % (256 - 4);   /* 1 MiB of inode 1 */
     if ((sec % 32) + n > 32)
       sec -= (sec % 32) + n - 32;
     memset(buf, i, n * SEC);
@@ -495,7 +476,7 @@ test_compact(void)
   CHECK(stat(path("compact"), &sb) == 0 && sb.st_blocks * 512 < (4 << 20),
         "3000 overwrites of 1 MiB keep the file under 4 MiB (%jd KiB allocated)", (intmax_t) sb.st_blocks / 2);
   for (int s = 0; s < 32; s++)
-    fill(buf + s * SEC, 2, (uint64_t) s, 1);
+    tl_fill_sector(buf + s * SEC, SEC, 2, (uint64_t) s, 1);
   CHECK(tc_store_write(st, 2, 0, 32 * SEC, buf, 1) == 0 && tc_store_close(st) == 0, "one 128 KiB write");
   /* Where did its 32 sectors land? Count the physically contiguous runs. */
   off_t where[32];
@@ -580,10 +561,10 @@ test_block_sizes(void)
     int bad = 0;
     for (uint64_t b = 0; b < 3; b++) {
       for (uint32_t s = 0; s < spb; s += 2) {
-        fill(buf, 3, b * spb + s, b + 1);
+        tl_fill_sector(buf, SEC, 3, b * spb + s, b + 1);
         bad += tc_store_write(st, 3, (b * spb + s) * SEC, SEC, buf, b + 1) < 0;
       }
-      fill(buf, 3, b * spb + spb - 1, 9);
+      tl_fill_sector(buf, SEC, 3, b * spb + spb - 1, 9);
       bad += tc_store_write(st, 3, (b * spb + spb - 1) * SEC, SEC, buf, 9) < 0;
     }
     CHECK(!bad, "writes with block size %u: %s", bs, tc_last_error());
@@ -599,7 +580,7 @@ test_block_sizes(void)
         uint64_t ver = s == spb - 1 ? 9 : s % 2 == 0 ? b + 1 : 0;
         bad += p != (ver != 0);
         if (ver)
-          fill(want, 3, b * spb + s, ver);
+          tl_fill_sector(want, SEC, 3, b * spb + s, ver);
         else
           memset(want, 0, SEC);
         bad += memcmp(want, buf + (size_t) s * SEC, SEC) != 0;
@@ -682,14 +663,14 @@ thread_main(void *arg)
   uint64_t inode = 100 + (uint64_t) t->id, seed = (uint64_t) t->id;
   uint64_t ver[64] = { 0 };
   for (int op = 0; op < 400; op++) {
-    int sec = (int) (splitmix(&seed) % 64);
+    int sec = (int) (tl_splitmix(&seed) % 64);
     uint64_t off = (uint64_t) sec * SEC;
     if (op % 7 == 6) {
       t->bad += tc_store_delete(t->st, inode, off, SEC) < 0;
       ver[sec] = 0;
     }
     else {
-      fill(buf, inode, (uint64_t) sec, (uint64_t) op + 1);
+      tl_fill_sector(buf, SEC, inode, (uint64_t) sec, (uint64_t) op + 1);
       t->bad += tc_store_write(t->st, inode, off, SEC, buf, (uint64_t) op + 1) < 0;
       ver[sec] = (uint64_t) op + 1;
     }
@@ -697,7 +678,7 @@ thread_main(void *arg)
       t->bad += tc_store_sync(t->st) < 0;
     int r = tc_store_read(t->st, inode, off, SEC, buf, NULL, NULL);
     if (ver[sec])
-      fill(want, inode, (uint64_t) sec, ver[sec]);
+      tl_fill_sector(want, SEC, inode, (uint64_t) sec, ver[sec]);
     else
       memset(want, 0, SEC);
     t->bad += r != (ver[sec] != 0) || memcmp(buf, want, SEC) != 0;

@@ -40,6 +40,7 @@ tc_cluster_new(const struct tc_config *cfg, struct tc_kv *kv)
     tc_error(ENOMEM, "cluster: out of memory");
     return NULL;
   }
+  STAILQ_INIT(&cl->waiting);
   cl->cfg = cfg;
   cl->kv = kv;
   pthread_mutex_init(&cl->map_lock, NULL);
@@ -92,11 +93,10 @@ tc_cluster_new(const struct tc_config *cfg, struct tc_kv *kv)
   return cl;
 fail:
   {
-    int err = errno;
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", tc_last_error());
+    struct tc_error_saved saved;
+    tc_error_save(&saved);
     tc_cluster_free(cl);
-    tc_error(err, "%s", msg);
+    tc_error_restore(&saved);
   }
   return NULL;
 }

@@ -11,6 +11,7 @@
 #include "cluster_int.h"
 #include "error.h"
 #include "log.h"
+#include "vector.h"
 
 /* --- operations --- */
 
@@ -29,12 +30,7 @@ cluster_sreq_wait(struct sreq *sr, int err)
 {
   struct tc_cluster *cl = sr->cop->cl;
   sr->last_err = err;
-  sr->wnext = NULL;
-  if (cl->wait_tail)
-    cl->wait_tail->wnext = sr;
-  else
-    cl->wait_head = sr;
-  cl->wait_tail = sr;
+  STAILQ_INSERT_TAIL(&cl->waiting, sr, wnext);
   if (!cl->retry_timer)
     cl->retry_timer = tc_evloop_timer_add(cl->loop, cl->retry_ms, retry_timer_cb, cl);
 }
@@ -46,14 +42,8 @@ dirty_add(struct tc_cluster *cl, uint64_t osd)
   for (size_t i = 0; i < cl->ndirty; i++)
     if (cl->dirty[i] == osd)
       return 0;
-  if (cl->ndirty == cl->dirty_cap) {
-    size_t ncap = cl->dirty_cap ? cl->dirty_cap * 2 : 16;
-    uint64_t *nd = realloc(cl->dirty, ncap * sizeof *nd);
-    if (!nd)
-      return -1;
-    cl->dirty = nd;
-    cl->dirty_cap = ncap;
-  }
+  if (tc_grow(&cl->dirty, &cl->dirty_cap, cl->ndirty + 1, sizeof *cl->dirty, 16) < 0)
+    return -1;
   cl->dirty[cl->ndirty++] = osd;
   return 0;
 }
@@ -61,13 +51,13 @@ dirty_add(struct tc_cluster *cl, uint64_t osd)
 void
 cluster_dispatch_waiting(struct tc_cluster *cl)
 {
-  struct sreq *sr = cl->wait_head;
-  cl->wait_head = cl->wait_tail = NULL;
-  while (sr) {
-    struct sreq *next = sr->wnext;
-    sr->wnext = NULL;
+  /* Dispatching may park a request again: take the list first. */
+  STAILQ_HEAD(, sreq) q = STAILQ_HEAD_INITIALIZER(q);
+  STAILQ_CONCAT(&q, &cl->waiting);
+  while (!STAILQ_EMPTY(&q)) {
+    struct sreq *sr = STAILQ_FIRST(&q);
+    STAILQ_REMOVE_HEAD(&q, wnext);
     cluster_sreq_dispatch(sr);
-    sr = next;
   }
 }
 
@@ -218,16 +208,8 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
     break;
   case SR_LIST: {
     size_t k = req->reply.len / sizeof(struct tc_osd_list_entry);
-    if (k && cop->nents + k > cop->cap) {
-      size_t ncap = (cop->nents + k) * 2;
-      struct tc_osd_list_entry *ne = realloc(cop->ents, ncap * sizeof *ne);
-      if (!ne)
-        r = -ENOMEM;
-      else {
-        cop->ents = ne;
-        cop->cap = ncap;
-      }
-    }
+    if (k && tc_grow(&cop->ents, &cop->cap, cop->nents + k, sizeof *cop->ents, 0) < 0)
+      r = -ENOMEM;
     if (r == 0 && k) {
       memcpy(cop->ents + cop->nents, payload, k * sizeof *cop->ents);
       cop->nents += k;

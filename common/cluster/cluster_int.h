@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/uio.h>
 #include "cluster.h"
 #include "msgr.h"
@@ -47,7 +48,7 @@ struct sreq {
   struct iovec iov;            /* WRITE: the data */
   struct iovec iov_if[2];      /* WRITE_IF: the condition, then the data */
   struct tc_osd_write_if cond;
-  struct sreq *wnext;          /* the wait list */
+  STAILQ_ENTRY(sreq) wnext;    /* the wait list */
   struct tc_ulog_entry *rec;   /* DATA writes: the log record, reserved before sending */
 };
 
@@ -88,7 +89,7 @@ struct tc_cluster {
   /* loop thread only */
   struct tc_map *map;
   struct osd_link *links;
-  struct sreq *wait_head, *wait_tail;
+  STAILQ_HEAD(, sreq) waiting;   /* parked until the next map or the retry timer */
   struct tc_timer *retry_timer;
   uint64_t *dirty;             /* OSDs written since the last SYNC */
   size_t ndirty, dirty_cap;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cleanup.h"
 #include "error.h"
 #include "image_meta.h"
 
@@ -147,9 +148,8 @@ tc_image_meta_parse(struct tc_image_meta *m, uint64_t pool, uint64_t id, const c
     r = tc_error(EINVAL, "%s: enc_key is neither 128 hex digits nor vault:<ID>", what);
   json_object_put(o);
   if (r < 0) {
-    int e = errno;
+    KEEP_ERRNO;
     tc_image_meta_clear(m);
-    errno = e;
   }
   return r;
 }

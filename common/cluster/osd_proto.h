@@ -72,7 +72,10 @@
  *               copies from a good one. reply (scrub view): status =
  *               sectors found bad, repaired = sectors repaired.
  *   DESCRIBE    admin; no arguments. reply: payload = JSON about the OSD
- *               (osd_num, objects, PGs and their states).
+ *               (osd_num, objects, PGs and their states) and "objects":
+ *               the objects of its PGs that are not clean (pool, pg,
+ *               inode, offset, version, state: degraded / inconsistent /
+ *               incomplete, osd_set, stale_osds), at most 4096.
  *   PING        reply: status 0.
  *   SHOW_CONFIG payload = JSON {"osd_num": N} when the caller claims to be
  *               OSD N (checked against the proven identity), else empty.

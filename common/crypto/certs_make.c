@@ -15,6 +15,7 @@
 #include "certs.h"
 #include "crypto.h"
 #include "error.h"
+#include "fullio.h"
 
 int
 tc_key_type_parse(const char *name)
@@ -40,7 +41,7 @@ write_file(const char *path, const void *data, size_t len, mode_t mode)
   if (fd < 0)
     return tc_error(errno, "write %s: %s", tmp, strerror(errno));
   /* The umask must not widen or narrow what we ask for. */
-  if (fchmod(fd, mode) < 0 || write(fd, data, len) != (ssize_t) len || fsync(fd) < 0) {
+  if (fchmod(fd, mode) < 0 || tc_write_full(fd, data, len, -1) < 0 || fsync(fd) < 0) {
     int e = errno;
     close(fd);
     unlink(tmp);

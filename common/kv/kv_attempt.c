@@ -12,6 +12,7 @@
 #include "error.h"
 #include "kv_int.h"
 #include "log.h"
+#include "vector.h"
 
 double
 kv_now_s(void)
@@ -26,18 +27,8 @@ kv_buf_write(char *data, size_t size, size_t nmemb, void *userdata)
 {
   struct buf *b = userdata;
   size_t n = size * nmemb;
-  if (b->len + n + 1 > b->cap) {
-    if (b->len + n + 1 > MAX_REPLY)
-      return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n + 1)
-      cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p)
-      return 0;
-    b->p = p;
-    b->cap = cap;
-  }
+  if (n > MAX_REPLY || b->len + n + 1 > MAX_REPLY || tc_grow(&b->p, &b->cap, b->len + n + 1, 1, 4096) < 0)
+    return 0;
   memcpy(b->p + b->len, data, n);
   b->len += n;
   b->p[b->len] = 0;

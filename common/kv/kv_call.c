@@ -43,6 +43,21 @@ pool_put(struct tc_kv *kv, CURL *e)
   pthread_cond_signal(&kv->pool_cond);
 }
 
+/* How one attempt's outcome is read: decoded into a result, or kept raw. */
+struct finisher {
+  enum attempt (*fn)(struct finisher *f, struct tc_kv *kv, int ep, CURL *e, CURLcode rc, struct buf *resp);
+  const struct tc_kv_request *req;
+  struct tc_kv_result *res;
+};
+
+static enum attempt
+finish_decoded(struct finisher *f, struct tc_kv *kv, int ep, CURL *e, CURLcode rc, struct buf *resp)
+{
+  return kv_finish_attempt(kv, f->req, ep, e, rc, resp, f->res);
+}
+
+static int blocking_call(struct tc_kv *kv, const char *path, const char *body, struct finisher *f);
+
 int
 tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_result *res)
 {
@@ -51,6 +66,74 @@ tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_re
   CLEANUP_FREE char *body = tc_kv_encode(req, &path);
   if (!body)
     return -1;
+  struct finisher f = { finish_decoded, req, res };
+  return blocking_call(kv, path, body, &f);
+}
+
+struct raw_finisher {
+  struct finisher f;
+  bool idempotent;
+  char *reply;
+  size_t len;
+  long status;
+};
+
+static enum attempt
+finish_raw(struct finisher *f, struct tc_kv *kv, int ep, CURL *e, CURLcode rc, struct buf *resp)
+{
+  struct raw_finisher *r = (struct raw_finisher *) f;
+  const char *url = kv->urls[ep];
+  if (rc != CURLE_OK) {
+    /* The same reading of the failure as decoded calls: a request that
+     * never left goes to the next endpoint in any case. */
+    static const struct tc_kv_request op = { .type = TC_KV_REQ_OP }, txn = { .type = TC_KV_REQ_TXN };
+    struct tc_kv_result none = { 0 };
+    enum attempt a = kv_finish_attempt(kv, r->idempotent ? &op : &txn, ep, e, rc, resp, &none);
+    if (a == A_FAILED && !r->idempotent)
+      tc_error(EIO, "kv: %s: %s (sent, and the answer lost: the outcome is unknown)", url, curl_easy_strerror(rc));
+    return a;
+  }
+  long status = 0;
+  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+  if (status == 503) {
+    tc_error(EAGAIN, "kv: %s: HTTP 503 (%.200s)", url, resp->p ? resp->p : "");
+    return r->idempotent ? A_NEXT_ENDPOINT : A_DONE_RAW_503;
+  }
+  r->status = status;
+  r->len = resp->len;
+  r->reply = resp->p ? resp->p : strdup("");
+  if (!r->reply) {
+    tc_error(ENOMEM, "kv: out of memory");
+    return A_FAILED;
+  }
+  resp->p = NULL;
+  resp->len = resp->cap = 0;
+  return A_DONE;
+}
+
+int
+tc_kv_raw(struct tc_kv *kv, const char *path, const char *body, bool idempotent, char **reply, size_t *reply_len,
+          long *status)
+{
+  struct raw_finisher r = { { finish_raw, NULL, NULL }, idempotent, NULL, 0, 0 };
+  *reply = NULL;
+  *reply_len = 0;
+  *status = 0;
+  if (blocking_call(kv, path, body, &r.f) < 0) {
+    free(r.reply);
+    return -1;
+  }
+  *reply = r.reply;
+  *reply_len = r.len;
+  *status = r.status;
+  return 0;
+}
+
+/* Send body to path on the endpoint that last worked, failing over as the
+ * header says; f reads each attempt's outcome. */
+static int
+blocking_call(struct tc_kv *kv, const char *path, const char *body, struct finisher *f)
+{
   bool was_down;
   {
     SCOPED_LOCK(&kv->lock);
@@ -87,7 +170,13 @@ tc_kv_request(struct tc_kv *kv, const struct tc_kv_request *req, struct tc_kv_re
     CURLcode rc = curl_easy_perform(e);
     if (rc == CURLE_ABORTED_BY_CALLBACK && prog.silent)
       rc = CURLE_OPERATION_TIMEDOUT;
-    a = kv_finish_attempt(kv, req, ep, e, rc, &resp, res);
+    a = f->fn(f, kv, ep, e, rc, &resp);
+    if (a == A_DONE_RAW_503) {
+      /* A non-idempotent request the server may have run: its word goes
+       * back to the caller (as EIO, naming it), not to another endpoint. */
+      tc_error(EIO, "%s: the outcome is unknown", tc_last_error());
+      a = A_FAILED;
+    }
     if (a == A_DONE) {
       SCOPED_LOCK(&kv->lock);
       kv->cur = ep;

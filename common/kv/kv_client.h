@@ -209,6 +209,17 @@ int tc_kv_lease_keepalive(struct tc_kv *kv, int64_t id, int64_t *ttl);
 /* Revoke a lease: its keys are deleted. */
 int tc_kv_lease_revoke(struct tc_kv *kv, int64_t id);
 
+/* POST body (JSON text, sent as it is) to path and hand back the server's
+ * reply: *reply (NUL-terminated, caller frees), *reply_len, *status (the
+ * HTTP status, whatever it is). For a proxy that encodes etcd requests
+ * itself. Fails over like tc_kv_request; once a request was sent and its
+ * answer lost (or the server answered 503), it goes to the next endpoint
+ * only if idempotent (re-running it changes nothing a caller could tell
+ * apart), else it fails with EIO ("outcome unknown"). 0 when a server
+ * answered, or -1 with errno and tc_last_error() naming the URL. */
+int tc_kv_raw(struct tc_kv *kv, const char *path, const char *body, bool idempotent, char **reply,
+              size_t *reply_len, long *status);
+
 /* ---- non-blocking calls ---- */
 
 /* err = 0 and res filled, or err = errno value and msg says why (res then
@@ -224,6 +235,7 @@ enum tc_kv_event_type { TC_KV_EVENT_PUT, TC_KV_EVENT_DELETE };
 struct tc_kv_event {
   enum tc_kv_event_type type;
   struct tc_kv_kv kv;           /* DELETE: key and mod_revision (the delete's) only */
+  struct tc_kv_kv prev_kv;      /* watches asking prev_kv: the pair before (key NULL: none) */
 };
 /* A batch: every event of one or more revisions, in order; revision = the
  * last revision now fully delivered. compact_revision > 0: the events from
@@ -245,6 +257,13 @@ struct tc_kv_watch;
  * client makes progress. */
 struct tc_kv_watch *tc_kv_watch(struct tc_kv *kv, const void *key, size_t key_len, bool prefix,
                                 int64_t start_revision, tc_kv_watch_fn cb, void *arg);
+/* The same over [key, range_end) (range_end NULL: key alone; one zero
+ * byte with end_len 1: every key from key on), with each event's previous
+ * pair when prev_kv (for a filtering proxy that judges a delete by what it
+ * deleted). */
+struct tc_kv_watch *tc_kv_watch_range(struct tc_kv *kv, const void *key, size_t key_len, const void *range_end,
+                                      size_t end_len, int64_t start_revision, bool prev_kv, tc_kv_watch_fn cb,
+                                      void *arg);
 /* Stop and free: after it returns the callback is not running and will not
  * run again. May be called from the watch's own callback. */
 void tc_kv_watch_cancel(struct tc_kv_watch *w);

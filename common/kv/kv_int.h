@@ -66,6 +66,9 @@ struct tc_kv_watch {
   uint8_t *key;
   size_t key_len;
   bool prefix;
+  uint8_t *range_end;            /* or NULL (key alone, or prefix) */
+  size_t end_len;
+  bool prev_kv;                  /* ask for each event's previous pair */
   int64_t start_rev;
   int64_t last_rev;              /* every event up to here was delivered */
   bool have_last;
@@ -115,7 +118,7 @@ struct tc_kv {
 };
 
 /* Result of one attempt. */
-enum attempt { A_DONE, A_FAILED, A_NEXT_ENDPOINT };
+enum attempt { A_DONE, A_FAILED, A_NEXT_ENDPOINT, A_DONE_RAW_503 /* kv_call.c only */ };
 
 struct blocking_progress {
   struct tc_kv *kv;

@@ -259,7 +259,15 @@ tc_kv_encode(const struct tc_kv_request *req, const char **path)
 char *
 tc_kv_encode_watch(const void *key, size_t key_len, bool prefix, int64_t start_revision)
 {
-  struct tc_kv_op op = { .type = TC_KV_RANGE, .key = key, .key_len = key_len, .prefix = prefix };
+  return tc_kv_encode_watch_range(key, key_len, prefix, NULL, 0, start_revision, false);
+}
+
+char *
+tc_kv_encode_watch_range(const void *key, size_t key_len, bool prefix, const void *range_end, size_t end_len,
+                         int64_t start_revision, bool prev_kv)
+{
+  struct tc_kv_op op = { .type = TC_KV_RANGE, .key = key, .key_len = key_len, .prefix = prefix,
+                         .range_end = range_end, .range_end_len = end_len };
   json_object *o = json_object_new_object(), *c = json_object_new_object();
   char *s = NULL;
   if (!o || !c) {
@@ -269,7 +277,8 @@ tc_kv_encode_watch(const void *key, size_t key_len, bool prefix, int64_t start_r
     return NULL;
   }
   json_object_object_add(o, "create_request", c);
-  if (encode_key_range(c, &op) == 0 && (start_revision == 0 || add_i64(c, "start_revision", start_revision) == 0)) {
+  if (encode_key_range(c, &op) == 0 && (start_revision == 0 || add_i64(c, "start_revision", start_revision) == 0) &&
+      (!prev_kv || add_bool(c, "prev_kv", true) == 0)) {
     s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
     if (!s)
       tc_error(ENOMEM, "kv: out of memory");

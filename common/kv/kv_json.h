@@ -10,6 +10,10 @@
 char *tc_kv_encode(const struct tc_kv_request *req, const char **path);
 /* The body of a watch create request. */
 char *tc_kv_encode_watch(const void *key, size_t key_len, bool prefix, int64_t start_revision);
+/* The same over [key, range_end) (range_end NULL: key alone, or prefix),
+ * asking for each event's previous pair when prev_kv. */
+char *tc_kv_encode_watch_range(const void *key, size_t key_len, bool prefix, const void *range_end, size_t end_len,
+                               int64_t start_revision, bool prev_kv);
 /* Decode a successful response to a request of kind type into *res. */
 int tc_kv_decode(const struct tc_kv_request *req, json_object *body, struct tc_kv_result *res);
 /* Decode one mvccpb.KeyValue. */

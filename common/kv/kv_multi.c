@@ -97,6 +97,7 @@ kv_watch_reap(struct tc_kv *kv, struct tc_kv_watch *w)
   if (w->free_on_reap) {
     json_tokener_free(w->tok);
     free(w->key);
+    free(w->range_end);
     free(w);
     return;
   }

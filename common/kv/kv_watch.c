@@ -39,6 +39,9 @@ watch_deliver(struct tc_kv_watch *w, json_object *result)
       tc_kv_kv_free(&kv);
       continue;
     }
+    json_object *pko;
+    if (w->prev_kv && json_object_object_get_ex(e, "prev_kv", &pko) && tc_kv_decode_kv(pko, &out[k].prev_kv) < 0)
+      memset(&out[k].prev_kv, 0, sizeof out[k].prev_kv);
     out[k].type = json_object_object_get_ex(e, "type", &t) &&
                   !strcmp(json_object_get_string(t), "DELETE") ? TC_KV_EVENT_DELETE : TC_KV_EVENT_PUT;
     out[k++].kv = kv;
@@ -51,8 +54,10 @@ watch_deliver(struct tc_kv_watch *w, json_object *result)
     struct tc_kv_watch_update u = { .events = out, .n_events = k, .revision = last };
     w->cb(w->arg, &u);
   }
-  for (size_t i = 0; i < k; i++)
+  for (size_t i = 0; i < k; i++) {
     tc_kv_kv_free(&out[i].kv);
+    tc_kv_kv_free(&out[i].prev_kv);
+  }
   free(out);
 }
 
@@ -98,6 +103,10 @@ watch_message(struct tc_kv_watch *w, json_object *msg)
   return true;
 }
 
+static struct tc_kv_watch *watch_new(struct tc_kv *kv, const void *key, size_t key_len, bool prefix,
+                                     const void *range_end, size_t end_len, int64_t start_revision, bool prev_kv,
+                                     tc_kv_watch_fn cb, void *arg);
+
 size_t
 kv_watch_write(char *data, size_t size, size_t nmemb, void *userdata)
 {
@@ -138,7 +147,7 @@ kv_watch_connect(struct tc_kv_watch *w)
   x->w = w;
   x->ep = w->ep;
   x->path = "/v3/watch";
-  x->body = tc_kv_encode_watch(w->key, w->key_len, w->prefix, from);
+  x->body = tc_kv_encode_watch_range(w->key, w->key_len, w->prefix, w->range_end, w->end_len, from, w->prev_kv);
   x->hdrs = kv_http_headers();
   if (!x->body || !x->hdrs) {
     kv_xfer_free(x);
@@ -159,6 +168,20 @@ struct tc_kv_watch *
 tc_kv_watch(struct tc_kv *kv, const void *key, size_t key_len, bool prefix, int64_t start_revision,
             tc_kv_watch_fn cb, void *arg)
 {
+  return watch_new(kv, key, key_len, prefix, NULL, 0, start_revision, false, cb, arg);
+}
+
+struct tc_kv_watch *
+tc_kv_watch_range(struct tc_kv *kv, const void *key, size_t key_len, const void *range_end, size_t end_len,
+                  int64_t start_revision, bool prev_kv, tc_kv_watch_fn cb, void *arg)
+{
+  return watch_new(kv, key, key_len, false, range_end, end_len, start_revision, prev_kv, cb, arg);
+}
+
+static struct tc_kv_watch *
+watch_new(struct tc_kv *kv, const void *key, size_t key_len, bool prefix, const void *range_end, size_t end_len,
+          int64_t start_revision, bool prev_kv, tc_kv_watch_fn cb, void *arg)
+{
   key_len = tc_kv_len(key, key_len);
   if (!key || !key_len) {
     tc_error(EINVAL, "kv: watch of an empty key");
@@ -175,10 +198,15 @@ tc_kv_watch(struct tc_kv *kv, const void *key, size_t key_len, bool prefix, int6
       tc_kv_result_free(&r);
     }
   }
+  if (range_end)
+    end_len = tc_kv_len(range_end, end_len);
   struct tc_kv_watch *w = calloc(1, sizeof *w);
-  if (!w || !(w->key = malloc(key_len + 1)) || !(w->tok = json_tokener_new_ex(64))) {
-    if (w)
+  if (!w || !(w->key = malloc(key_len + 1)) || (range_end && !(w->range_end = malloc(end_len + 1))) ||
+      !(w->tok = json_tokener_new_ex(64))) {
+    if (w) {
       free(w->key);
+      free(w->range_end);
+    }
     free(w);
     tc_error(ENOMEM, "kv: out of memory");
     return NULL;
@@ -186,6 +214,12 @@ tc_kv_watch(struct tc_kv *kv, const void *key, size_t key_len, bool prefix, int6
   memcpy(w->key, key, key_len);
   w->key[key_len] = 0;
   w->key_len = key_len;
+  if (range_end) {
+    memcpy(w->range_end, range_end, end_len);
+    w->range_end[end_len] = 0;
+    w->end_len = end_len;
+  }
+  w->prev_kv = prev_kv;
   w->kv = kv;
   w->prefix = prefix;
   w->start_rev = start_revision;
@@ -203,6 +237,7 @@ tc_kv_watch(struct tc_kv *kv, const void *key, size_t key_len, bool prefix, int6
     kv->watches = w->next;
     json_tokener_free(w->tok);
     free(w->key);
+    free(w->range_end);
     free(w);
     return NULL;
   }
@@ -241,6 +276,7 @@ tc_kv_watch_cancel(struct tc_kv_watch *w)
   }
   json_tokener_free(w->tok);
   free(w->key);
+  free(w->range_end);
   free(w);
 }
 

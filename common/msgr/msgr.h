@@ -114,6 +114,7 @@
 #define TROMCHO_MSGR_H
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/uio.h>
 #include "evloop.h"
 #include "frame.h"
@@ -244,7 +245,8 @@ struct tc_msgr_req {
   struct tc_frame_hdr reply;
   void *reply_payload;         /* rbuf, or malloc'd (caller frees) when it did not fit; NULL if empty */
   /* private */
-  struct tc_msgr_req *next, *hnext;
+  STAILQ_ENTRY(tc_msgr_req) next;   /* waiting on its connection */
+  struct tc_msgr_req *hnext;
   struct tc_msgr_conn *conn;
   uint64_t cost;
   int state;

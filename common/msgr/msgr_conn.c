@@ -60,6 +60,8 @@ tc_msgr_conn_new(struct tc_msgr *m, int fd, int is_server, const char *peername)
   }
   c->m = m;
   c->fd = fd;
+  STAILQ_INIT(&c->out);
+  STAILQ_INIT(&c->waiting);
   c->last_rx_ms = tc_now_ms();
   c->rcap = RBUF_SIZE;
   c->is_server = is_server;
@@ -153,9 +155,9 @@ void
 tc_msgr_conn_destroy(struct tc_msgr_conn *c)
 {
   int err = c->close_err ? c->close_err : -ECONNRESET;
-  while (c->out_head) {
-    struct tc_out *o = c->out_head;
-    c->out_head = o->next;
+  while (!STAILQ_EMPTY(&c->out)) {
+    struct tc_out *o = STAILQ_FIRST(&c->out);
+    STAILQ_REMOVE_HEAD(&c->out, next);
     out_complete(c, o, 0);
   }
   /* Every request still owned by this connection completes with an error,
@@ -167,9 +169,9 @@ tc_msgr_conn_destroy(struct tc_msgr_conn *c)
       r->state = REQ_IDLE;
       r->done(r, err, r->arg);
     }
-  while (c->wait_head) {
-    struct tc_msgr_req *r = c->wait_head;
-    c->wait_head = r->next;
+  while (!STAILQ_EMPTY(&c->waiting)) {
+    struct tc_msgr_req *r = STAILQ_FIRST(&c->waiting);
+    STAILQ_REMOVE_HEAD(&c->waiting, next);
     r->state = REQ_IDLE;
     r->done(r, err, r->arg);
   }
@@ -187,12 +189,7 @@ tc_msgr_conn_destroy(struct tc_msgr_conn *c)
 static void
 queue_out(struct tc_msgr_conn *c, struct tc_out *o)
 {
-  o->next = NULL;
-  if (c->out_tail)
-    c->out_tail->next = o;
-  else
-    c->out_head = o;
-  c->out_tail = o;
+  STAILQ_INSERT_TAIL(&c->out, o, next);
   c->out_bytes += o->bytes;
   if (!c->in_flushq) {
     c->in_flushq = 1;
@@ -227,13 +224,14 @@ queue_raw(struct tc_msgr_conn *c, struct tc_buf *b)
 void
 tc_msgr_conn_flush(struct tc_msgr_conn *c)
 {
-  while (c->out_head && c->state != C_CLOSED) {
+  while (!STAILQ_EMPTY(&c->out) && c->state != C_CLOSED) {
     struct iovec iov[WRITE_IOV];
     int n = 0;
-    for (struct tc_out *o = c->out_head; o && n < WRITE_IOV; o = o->next)
+    struct tc_out *first = STAILQ_FIRST(&c->out);
+    for (struct tc_out *o = first; o && n < WRITE_IOV; o = STAILQ_NEXT(o, next))
       for (int i = o->iovpos; i < o->iovcnt && n < WRITE_IOV; i++) {
         iov[n] = o->iov[i];
-        if (o == c->out_head && i == o->iovpos) {
+        if (o == first && i == o->iovpos) {
           iov[n].iov_base = (char *) iov[n].iov_base + o->off;
           iov[n].iov_len -= o->off;
         }
@@ -253,8 +251,8 @@ tc_msgr_conn_flush(struct tc_msgr_conn *c)
     }
     c->st.bytes_out += (uint64_t) w;
     size_t left = (size_t) w;
-    while (c->out_head) {
-      struct tc_out *o = c->out_head;
+    while (!STAILQ_EMPTY(&c->out)) {
+      struct tc_out *o = STAILQ_FIRST(&c->out);
       while (o->iovpos < o->iovcnt && left >= o->iov[o->iovpos].iov_len - o->off) {
         left -= o->iov[o->iovpos].iov_len - o->off;
         o->iovpos++;
@@ -264,9 +262,7 @@ tc_msgr_conn_flush(struct tc_msgr_conn *c)
         o->off += left;
         break;
       }
-      c->out_head = o->next;
-      if (!c->out_head)
-        c->out_tail = NULL;
+      STAILQ_REMOVE_HEAD(&c->out, next);
       out_complete(c, o, 1);
     }
   }
@@ -384,11 +380,9 @@ send_req(struct tc_msgr_conn *c, struct tc_msgr_req *req)
 static void
 pump(struct tc_msgr_conn *c)
 {
-  while (c->wait_head && c->state == C_UP && admit(c, c->wait_head->cost)) {
-    struct tc_msgr_req *r = c->wait_head;
-    c->wait_head = r->next;
-    if (!c->wait_head)
-      c->wait_tail = NULL;
+  while (!STAILQ_EMPTY(&c->waiting) && c->state == C_UP && admit(c, STAILQ_FIRST(&c->waiting)->cost)) {
+    struct tc_msgr_req *r = STAILQ_FIRST(&c->waiting);
+    STAILQ_REMOVE_HEAD(&c->waiting, next);
     c->nwaiting--;
     send_req(c, r);
   }
@@ -408,18 +402,13 @@ tc_msgr_call(struct tc_msgr_conn *c, struct tc_msgr_req *req)
   req->cost = len + req->rbuf_len;
   req->conn = c;
   req->reply_payload = NULL;
-  if (c->state == C_UP && !c->wait_head && admit(c, req->cost)) {
+  if (c->state == C_UP && STAILQ_EMPTY(&c->waiting) && admit(c, req->cost)) {
     send_req(c, req);
     return 0;
   }
   /* Over the cap or not connected yet: wait in order (no allocation). */
   req->state = REQ_WAITING;
-  req->next = NULL;
-  if (c->wait_tail)
-    c->wait_tail->next = req;
-  else
-    c->wait_head = req;
-  c->wait_tail = req;
+  STAILQ_INSERT_TAIL(&c->waiting, req, next);
   c->nwaiting++;
   return 0;
 }

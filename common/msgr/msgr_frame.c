@@ -11,6 +11,7 @@
 #include "crypto.h"
 #include "error.h"
 #include "msgr_int.h"
+#include "vector.h"
 
 #define HDR_SIZE sizeof(struct tc_frame_hdr)
 #define HDR_CHECKED offsetof(struct tc_frame_hdr, hdr_check)
@@ -18,16 +19,8 @@
 int
 tc_buf_append(struct tc_buf *b, const void *data, size_t len)
 {
-  if (b->len + len > b->cap) {
-    size_t n = b->cap ? b->cap : 256;
-    while (n < b->len + len)
-      n *= 2;
-    uint8_t *p = realloc(b->p, n);
-    if (!p)
-      return tc_error(ENOMEM, "buffer: out of memory");
-    b->p = p;
-    b->cap = n;
-  }
+  if (b->len + len < b->len || tc_grow(&b->p, &b->cap, b->len + len, 1, 256) < 0)
+    return tc_error(ENOMEM, "buffer: out of memory");
   memcpy(b->p + b->len, data, len);
   b->len += len;
   return 0;

@@ -4,6 +4,7 @@
 #define TROMCHO_MSGR_INT_H
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/uio.h>
 #include "certs.h"
 #include "crypto.h"
@@ -143,7 +144,7 @@ struct tc_msgr {
 };
 
 struct tc_out {
-  struct tc_out *next;
+  STAILQ_ENTRY(tc_out) next;
   int iovcnt, iovpos;
   size_t off;                      /* into iov[iovpos] */
   void *owned;                     /* freed once written */
@@ -189,11 +190,11 @@ struct tc_msgr_conn {
   uint8_t pl_tag[TC_FRAME_TAG];
   struct tc_msgr_req *cur_req;
   /* writing */
-  struct tc_out *out_head, *out_tail;
+  STAILQ_HEAD(, tc_out) out;       /* frames to write, in order */
   size_t out_bytes;
   int want_out;
   /* client side */
-  struct tc_msgr_req *wait_head, *wait_tail;
+  STAILQ_HEAD(, tc_msgr_req) waiting;   /* requests over the caps or before the handshake */
   struct tc_msgr_req *inflight[TC_MSGR_HASH];
   uint64_t next_req_id;
   uint32_t ops;

@@ -152,7 +152,7 @@ sweep(struct tc_evloop *loop, void *arg)
     if (mid_frame(c) && quiet >= (uint64_t) m->frame_timeout_ms)
       tc_msgr_conn_fail(c, ETIMEDOUT, "frame stalled: nothing received for %" PRIu64 " ms (msgr_frame_timeout)",
                         quiet);
-    else if (!mid_frame(c) && c->peer.role != TC_ROLE_OSD && c->srv_ops == 0 && !c->out_head &&
+    else if (!mid_frame(c) && c->peer.role != TC_ROLE_OSD && c->srv_ops == 0 && STAILQ_EMPTY(&c->out) &&
              quiet >= (uint64_t) m->idle_timeout_ms)
       tc_msgr_conn_fail(c, ETIMEDOUT, "idle for %" PRIu64 " ms (msgr_idle_timeout)", quiet);
   }

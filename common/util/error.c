@@ -26,3 +26,19 @@ tc_last_error(void)
 {
   return last_error;
 }
+
+void
+tc_error_save(struct tc_error_saved *e)
+{
+  e->err = errno;
+  _Static_assert(sizeof e->msg == sizeof last_error, "one message size");
+  memcpy(e->msg, last_error, sizeof e->msg);
+}
+
+int
+tc_error_restore(const struct tc_error_saved *e)
+{
+  memcpy(last_error, e->msg, sizeof last_error);
+  errno = e->err;
+  return -1;
+}

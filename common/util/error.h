@@ -11,4 +11,18 @@ int tc_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 /* The last message recorded on this thread ("" if none). */
 const char *tc_last_error(void);
 
+/* The current error (errno and message) kept across cleanup that may record
+ * its own (cleanup.h's KEEP_ERRNO keeps errno alone):
+ *
+ *   struct tc_error_saved e;
+ *   tc_error_save(&e);
+ *   tc_cluster_free(cl);      // may fail and say why
+ *   return tc_error_restore(&e);   // -1, errno and message as saved */
+struct tc_error_saved {
+  int err;
+  char msg[1024];
+};
+void tc_error_save(struct tc_error_saved *e);
+int tc_error_restore(const struct tc_error_saved *e);
+
 #endif

@@ -3,15 +3,18 @@
  * threads. */
 #include <config.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
+#include <sys/queue.h>
 #include <sys/eventfd.h>
 #include "error.h"
 #include "evloop.h"
+#include "vector.h"
 
 struct fd_handler {
   int fd;
@@ -31,8 +34,9 @@ struct tc_timer {
 struct call {
   tc_evloop_cb cb;
   void *arg;
-  struct call *next;
+  STAILQ_ENTRY(call) next;
 };
+STAILQ_HEAD(calls, call);
 
 struct tc_evloop {
   int epfd;
@@ -41,9 +45,9 @@ struct tc_evloop {
   int nfds;
   struct fd_handler *dead;   /* freed at the end of a round */
   struct tc_timer *timers;   /* sorted by deadline */
-  struct call *defer_head, *defer_tail;
+  struct calls deferred;
   pthread_mutex_t lock;      /* guards submitted and stop */
-  struct call *sub_head, *sub_tail;
+  struct calls submitted;
   int stop;
 };
 
@@ -63,6 +67,8 @@ tc_evloop_new(void)
     tc_error(ENOMEM, "tc_evloop_new: out of memory");
     return NULL;
   }
+  STAILQ_INIT(&l->deferred);
+  STAILQ_INIT(&l->submitted);
   l->epfd = epoll_create1(EPOLL_CLOEXEC);
   l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (l->epfd < 0 || l->wakefd < 0) {
@@ -95,12 +101,12 @@ free_dead(struct tc_evloop *l)
 }
 
 static void
-free_calls(struct call *c)
+free_calls(struct calls *q)
 {
-  while (c) {
-    struct call *n = c->next;
+  while (!STAILQ_EMPTY(q)) {
+    struct call *c = STAILQ_FIRST(q);
+    STAILQ_REMOVE_HEAD(q, next);
     free(c);
-    c = n;
   }
 }
 
@@ -119,8 +125,8 @@ tc_evloop_free(struct tc_evloop *l)
     l->timers = t->next;
     free(t);
   }
-  free_calls(l->defer_head);
-  free_calls(l->sub_head);
+  free_calls(&l->deferred);
+  free_calls(&l->submitted);
   close(l->epfd);
   close(l->wakefd);
   pthread_mutex_destroy(&l->lock);
@@ -133,15 +139,11 @@ tc_evloop_add_fd(struct tc_evloop *l, int fd, uint32_t events, tc_evloop_fd_cb c
   if (fd < 0)
     return tc_error(EBADF, "tc_evloop_add_fd: bad fd %d", fd);
   if (fd >= l->nfds) {
-    int n = l->nfds ? l->nfds : 64;
-    while (n <= fd)
-      n *= 2;
-    struct fd_handler **a = realloc(l->fds, n * sizeof *a);
-    if (!a)
+    size_t cap = (size_t) l->nfds;
+    if (tc_grow(&l->fds, &cap, (size_t) fd + 1, sizeof *l->fds, 64) < 0 || cap > INT_MAX)
       return tc_error(ENOMEM, "tc_evloop_add_fd: out of memory");
-    memset(a + l->nfds, 0, (n - l->nfds) * sizeof *a);
-    l->fds = a;
-    l->nfds = n;
+    memset(l->fds + l->nfds, 0, (cap - (size_t) l->nfds) * sizeof *l->fds);
+    l->nfds = (int) cap;
   }
   if (l->fds[fd])
     return tc_error(EEXIST, "tc_evloop_add_fd: fd %d is already watched", fd);
@@ -234,11 +236,7 @@ tc_evloop_defer(struct tc_evloop *l, tc_evloop_cb cb, void *arg)
   struct call *c = new_call(cb, arg);
   if (!c)
     return tc_error(ENOMEM, "tc_evloop_defer: out of memory");
-  if (l->defer_tail)
-    l->defer_tail->next = c;
-  else
-    l->defer_head = c;
-  l->defer_tail = c;
+  STAILQ_INSERT_TAIL(&l->deferred, c, next);
   return 0;
 }
 
@@ -258,11 +256,7 @@ tc_evloop_submit(struct tc_evloop *l, tc_evloop_cb cb, void *arg)
   if (!c)
     return tc_error(ENOMEM, "tc_evloop_submit: out of memory");
   pthread_mutex_lock(&l->lock);
-  if (l->sub_tail)
-    l->sub_tail->next = c;
-  else
-    l->sub_head = c;
-  l->sub_tail = c;
+  STAILQ_INSERT_TAIL(&l->submitted, c, next);
   pthread_mutex_unlock(&l->lock);
   wake(l);
   return 0;
@@ -280,26 +274,24 @@ tc_evloop_stop(struct tc_evloop *l)
 static void
 run_submitted(struct tc_evloop *l)
 {
+  struct calls q = STAILQ_HEAD_INITIALIZER(q);
   pthread_mutex_lock(&l->lock);
-  struct call *c = l->sub_head;
-  l->sub_head = l->sub_tail = NULL;
+  STAILQ_CONCAT(&q, &l->submitted);   /* leaves l->submitted empty */
   pthread_mutex_unlock(&l->lock);
-  while (c) {
-    struct call *n = c->next;
+  while (!STAILQ_EMPTY(&q)) {
+    struct call *c = STAILQ_FIRST(&q);
+    STAILQ_REMOVE_HEAD(&q, next);
     c->cb(l, c->arg);
     free(c);
-    c = n;
   }
 }
 
 static void
 run_deferred(struct tc_evloop *l)
 {
-  while (l->defer_head) {
-    struct call *c = l->defer_head;
-    l->defer_head = c->next;
-    if (!l->defer_head)
-      l->defer_tail = NULL;
+  while (!STAILQ_EMPTY(&l->deferred)) {
+    struct call *c = STAILQ_FIRST(&l->deferred);
+    STAILQ_REMOVE_HEAD(&l->deferred, next);
     c->cb(l, c->arg);
     free(c);
   }
@@ -322,7 +314,7 @@ run_timers(struct tc_evloop *l)
 int
 tc_evloop_run_once(struct tc_evloop *l, int timeout_ms)
 {
-  if (l->defer_head)
+  if (!STAILQ_EMPTY(&l->deferred))
     timeout_ms = 0;
   if (l->timers) {
     uint64_t now = tc_now_ms();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "tc_config.h"
 #include "error.h"
+#include "vector.h"
 
 #define DEFAULT_CONFIG_PATH "/etc/tromcho/tromcho.conf"
 
@@ -284,15 +285,10 @@ config_read_file(struct tc_config *cfg, const char *path, int must_exist)
   char *buf = NULL;
   size_t len = 0, cap = 0;
   for (;;) {
-    if (len + 4096 + 1 > cap) {
-      cap = cap ? cap * 2 : 8192;
-      char *nb = realloc(buf, cap);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        return tc_error(ENOMEM, "config file %s: out of memory", path);
-      }
-      buf = nb;
+    if (tc_grow(&buf, &cap, len + 4096 + 1, 1, 8192) < 0) {
+      free(buf);
+      fclose(f);
+      return tc_error(ENOMEM, "config file %s: out of memory", path);
     }
     size_t n = fread(buf + len, 1, cap - len - 1, f);
     len += n;

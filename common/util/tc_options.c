@@ -84,10 +84,10 @@ const struct tc_opt_def tc_options[] = {
   { "osd_meta", TC_OPT_STRING, NULL, "tromcho-osd: the store's metadata file (default: osd_data + .meta)" },
   { "osd_port", TC_OPT_INT, "0", "tromcho-osd: TCP port to listen on (0: any free port, published in /osd/state)" },
   { "osd_stats_interval", TC_OPT_INT, "5", "tromcho-osd: seconds between writes of /osd/stats/<n> and the changed /pg/state/<pool>/<pg> of the PGs it leads (one txn, with its registration lease)" },
-  { "scrub_interval", TC_OPT_INT, "604800", "tromcho-osd: seconds between two scrubs of each PG it leads (first passes spread over the interval; 0: no scheduled scrub)" },
-  { "scrub_rate", TC_OPT_INT, "8", "tromcho-osd: objects the scheduled scrub checks per second at most, so client I/O keeps most of the disk" },
+  { "scrub_interval", TC_OPT_INT, "604800", "tromcho-osd: seconds between two scrubs of each PG it leads (first passes spread over the interval; 0: no scheduled scrub, tromcho scrub still works)" },
+  { "scrub_rate", TC_OPT_INT, "8", "tromcho-osd: objects the scrub (scheduled or asked for by tromcho scrub) checks per second at most, so client I/O keeps most of the disk" },
   /* metrics (tromcho-osd(8), METRICS) */
-  { "metrics_port", TC_OPT_INT, "0", "TCP port of the Prometheus /metrics endpoint of tromcho-osd (0: none)" },
+  { "metrics_port", TC_OPT_INT, "0", "TCP port of the Prometheus /metrics endpoint of tromcho-osd, nbdkit tromcho and tromcho-fuse (0: none)" },
   { "metrics_address", TC_OPT_STRING, "127.0.0.1", "numeric address the /metrics endpoint listens on" },
   { "osd_kv_settle", TC_OPT_INT, "20", "tromcho-osd: ms a burst of KV watch events settles before the OSD reloads users, images and the map (a request for an image it does not know yet reloads at once)" },
   { NULL, 0, NULL, NULL }

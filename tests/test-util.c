@@ -1,0 +1,142 @@
+/* The utility layer: the growth rule and typed vectors (vector.h), whole
+ * reads and writes (fullio.h) over a pipe that returns short counts and a
+ * file that ends early. */
+#include <config.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cleanup.h"
+#include "error.h"
+#include "fullio.h"
+#include "tap.h"
+#include "vector.h"
+
+TC_VECTOR(u64_vec, uint64_t);
+
+static void
+test_grow(void)
+{
+  u64_vec v = { 0 };
+  for (uint64_t i = 0; i < 10000; i++)
+    CHECK(u64_vec_append(&v, i * 3) == 0, "append %llu", (unsigned long long) i);
+  CHECK(v.len == 10000 && v.cap >= 10000 && v.cap < 20000, "len %zu cap %zu", v.len, v.cap);
+  int ok = 1;
+  for (size_t i = 0; i < v.len; i++)
+    ok &= v.ptr[i] == i * 3;
+  CHECK(ok, "the elements survive growing");
+  size_t cap = v.cap;
+  CHECK(u64_vec_reserve(&v, 0) == 0 && v.cap == cap, "reserving nothing changes nothing");
+  errno = 0;
+  CHECK(u64_vec_reserve(&v, SIZE_MAX) < 0 && errno == EOVERFLOW && v.cap == cap && v.ptr,
+        "a reservation that overflows fails with EOVERFLOW and keeps the vector (errno %d)", errno);
+  errno = 0;
+  CHECK(u64_vec_reserve(&v, SIZE_MAX / 16) < 0 && (errno == EOVERFLOW || errno == ENOMEM) && v.len == 10000,
+        "an impossible reservation fails and keeps the elements");
+  u64_vec_reset(&v);
+  CHECK(!v.ptr && !v.len && !v.cap, "reset empties");
+
+  char *b = NULL;
+  size_t bcap = 0;
+  CHECK(tc_grow(&b, &bcap, 1, 1, 4096) == 0 && bcap == 4096, "min_cap honoured (%zu)", bcap);
+  CHECK(tc_grow(&b, &bcap, 4097, 1, 4096) == 0 && bcap == 8192, "doubles (%zu)", bcap);
+  CHECK(tc_grow(&b, &bcap, 100000, 1, 4096) == 0 && bcap >= 100000 && bcap <= 131072, "doubles to fit (%zu)", bcap);
+  free(b);
+}
+
+struct trickle {
+  int fd;
+  const uint8_t *data;
+  size_t len;
+};
+
+/* Writes to a pipe in 7-byte pieces, so reads come back short. */
+static void *
+trickle_writer(void *arg)
+{
+  struct trickle *t = arg;
+  for (size_t off = 0; off < t->len; off += 7) {
+    size_t n = t->len - off < 7 ? t->len - off : 7;
+    if (write(t->fd, t->data + off, n) != (ssize_t) n)
+      break;
+  }
+  close(t->fd);
+  return NULL;
+}
+
+static void
+test_fullio(void)
+{
+  uint8_t data[5000], back[6000];
+  for (size_t i = 0; i < sizeof data; i++)
+    data[i] = (uint8_t) (i * 7 + 1);
+  int p[2];
+  CHECK(pipe(p) == 0, "pipe");
+  struct trickle t = { p[1], data, sizeof data };
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, trickle_writer, &t) == 0, "thread");
+  ssize_t n = tc_read_full(p[0], back, 3000, -1);
+  CHECK(n == 3000 && !memcmp(back, data, 3000), "a whole read from short pieces (%zd)", n);
+  n = tc_read_full(p[0], back, sizeof back, -1);
+  CHECK(n == 2000 && !memcmp(back, data + 3000, 2000), "short only at the end (%zd)", n);
+  pthread_join(th, NULL);
+  close(p[0]);
+
+  char path[] = "/tmp/tromcho-test-util.XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0, "mkstemp");
+  unlink(path);
+  CHECK(tc_write_full(fd, data, sizeof data, 100) == 0, "positional write");
+  memset(back, 0, sizeof back);
+  n = tc_read_full(fd, back, sizeof back, 100);
+  CHECK(n == (ssize_t) sizeof data && !memcmp(back, data, sizeof data), "positional read back (%zd)", n);
+  CHECK(tc_read_full(fd, back, 10, 1 << 20) == 0, "a read past the end reads nothing");
+  CHECK(tc_write_full(fd, data, 10, -1) == 0 && lseek(fd, 0, SEEK_CUR) == 10, "a write at the file position moves it");
+  close(fd);
+  errno = 0;
+  CHECK(tc_write_full(fd, data, 10, 0) < 0 && errno == EBADF, "a closed descriptor fails with its errno");
+  CHECK(tc_read_full(fd, back, 10, -1) < 0 && errno == EBADF, "a read from a closed descriptor fails");
+}
+
+/* Cleanup that fails on its own and says so. */
+static void
+noisy_cleanup(void)
+{
+  close(-1);   /* EBADF */
+  tc_error(EIO, "cleanup's own error");
+}
+
+static int
+fail_keeping_errno(void)
+{
+  errno = ENOSPC;
+  KEEP_ERRNO;
+  noisy_cleanup();
+  return -1;
+}
+
+static void
+test_keep_error(void)
+{
+  errno = 0;
+  CHECK(fail_keeping_errno() == -1 && errno == ENOSPC, "KEEP_ERRNO brings errno back (%d)", errno);
+  tc_error(ENOENT, "no such image %s", "demo");
+  struct tc_error_saved e;
+  tc_error_save(&e);
+  noisy_cleanup();
+  CHECK(tc_error_restore(&e) == -1 && errno == ENOENT && !strcmp(tc_last_error(), "no such image demo"),
+        "tc_error_restore brings errno and message back (%d, %s)", errno, tc_last_error());
+}
+
+int
+main(void)
+{
+  test_keep_error();
+  test_grow();
+  test_fullio();
+  return DONE();
+}
