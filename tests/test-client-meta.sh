@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The image commands' metadata side against a real KV (no OSDs needed):
-# create, ls, info, modify (resize, rename, readonly, owner), snap-create,
-# clone records, and the errors that name what is wrong.
+# The image commands' metadata side against a real KV: create, ls, info,
+# modify (resize, rename, readonly, owner), snap-create, clone records, and
+# the errors that name what is wrong. Two OSDs hold no data here: a snapshot
+# fences the old top at every PG's primary (common/README.md, "Layer switch
+# and re-key"), so snap-create needs the PGs served.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/cluster-functions.sh"
@@ -70,7 +72,10 @@ expect_fail "read-only" tromcho modify a2 --resize 256M
 tromcho modify a2 --readwrite || fail "readwrite"
 expect_fail "contradict" tromcho modify a2 --readonly --readwrite
 
-# snapshots and clones (records only)
+# snapshots and clones (records; the snapshot's fence reaches every PG)
+start_osd 1
+start_osd 2
+set_pgs 1 4 "1 2"
 tromcho snap-create b@s1 || fail "snap-create"
 expect_fail "snapshot b@s1: image exists" tromcho snap-create b@s1
 expect_fail "IMAGE@SNAPSHOT" tromcho snap-create b
