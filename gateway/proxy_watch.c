@@ -15,7 +15,9 @@
 #include "kvfilter.h"
 #include "kv_json.h"
 #include "error.h"
+#include "evloop.h"
 #include "log.h"
+#include "watch_park.h"
 
 /* One event as queued: the JSON sent to a watcher allowed to see it, and
  * what the filter judges it by (a delete: the value it deleted). */
@@ -63,14 +65,6 @@ struct proxy_watch {
 
 /* Bytes queued by every proxy watch together (PROXY_WATCHES_MAX_BYTES). */
 static _Atomic size_t queued_total;
-
-static int64_t
-now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void
 batch_free(struct pbatch *b)
@@ -238,7 +232,7 @@ kvproxy_watch_new(struct kvproxy *px, const struct caller *who, struct kv_watch_
   w->pe.fd = w->fd;
   w->stopping = stopping;
   w->progress_ms = progress_ms;
-  w->last_sent_ms = now_ms();
+  w->last_sent_ms = (int64_t) tc_now_ms();
   /* A one-key watch has no range_end; etcd's "AA==" (every key from key on)
    * is one zero byte. */
   w->kw = tc_kv_watch_range(kvproxy_kv(px), w->req.key.p, w->req.key.n, w->req.end.n ? w->req.end.p : NULL,
@@ -307,7 +301,7 @@ emit(struct proxy_watch *w, json_object *result)
   w->out[len] = '\n';
   w->outlen = len + 1;
   w->outpos = 0;
-  w->last_sent_ms = now_ms();
+  w->last_sent_ms = (int64_t) tc_now_ms();
   json_object_put(o);
   return 0;
 }
@@ -347,11 +341,11 @@ next_batch(struct proxy_watch *w)
     /* Caught up with what was queued: read the rest again from etcd (at
      * most once a second: under the global budget a watch may pause with
      * nothing queued). */
-    if (now_ms() - w->restarted_ms < 1000) {
+    if ((int64_t) tc_now_ms() - w->restarted_ms < 1000) {
       w->retry_ms = w->restarted_ms + 1000;
       return 0;
     }
-    w->restarted_ms = now_ms();
+    w->restarted_ms = (int64_t) tc_now_ms();
     tc_kv_watch_cancel(w->kw);
     w->kw = NULL;
     pthread_mutex_lock(&w->mu);
@@ -400,7 +394,7 @@ next_batch(struct proxy_watch *w)
     json_object_put(events);
     tc_warn("etcd_proxy: watch of %s: %s; retrying", w->who.identity ? w->who.identity : "anyone",
             failed ? err.msg : "out of memory");
-    w->retry_ms = now_ms() + 500;
+    w->retry_ms = (int64_t) tc_now_ms() + 500;
     return 0;
   }
   pthread_mutex_lock(&w->mu);
@@ -425,15 +419,6 @@ next_batch(struct proxy_watch *w)
   return emit(w, r) < 0 ? -1 : 1;
 }
 
-static bool
-peer_gone(int fd)
-{
-  char c;
-  if (fd < 0)
-    return false;
-  ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
 
 ssize_t
 kvproxy_watch_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -453,7 +438,7 @@ kvproxy_watch_read(void *cls, uint64_t pos, char *buf, size_t max)
       break;
     }
     int rc = 0;
-    if (!w->retry_ms || now_ms() >= w->retry_ms) {
+    if (!w->retry_ms || (int64_t) tc_now_ms() >= w->retry_ms) {
       w->retry_ms = 0;
       rc = next_batch(w);
     }
@@ -463,10 +448,10 @@ kvproxy_watch_read(void *cls, uint64_t pos, char *buf, size_t max)
       break;
     if (rc == 2)
       continue;
-    if (peer_gone(w->fd))
+    if (watch_peer_gone(w->fd))
       return MHD_CONTENT_READER_END_WITH_ERROR;
     bool progress = w->req.progress_notify && w->progress_ms > 0;
-    if (progress && now_ms() - w->last_sent_ms >= w->progress_ms) {
+    if (progress && (int64_t) tc_now_ms() - w->last_sent_ms >= w->progress_ms) {
       pthread_mutex_lock(&w->mu);
       int64_t rev = w->head ? w->head->rev - 1 : w->known_rev;
       pthread_mutex_unlock(&w->mu);

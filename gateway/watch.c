@@ -9,6 +9,7 @@
 #include "watch.h"
 #include "kvfilter.h"
 #include "log.h"
+#include "watch_park.h"
 
 #define BATCH_EVENTS 1000          /* events per message, whole revisions */
 #define BATCH_BYTES (4 << 20)
@@ -259,15 +260,6 @@ poll_events(struct watch_stream *w)
   return ret;
 }
 
-static bool
-peer_gone(int fd)
-{
-  char c;
-  if (fd < 0)
-    return false;
-  ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
 
 ssize_t
 watch_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -282,7 +274,7 @@ watch_read(void *cls, uint64_t pos, char *buf, size_t max)
       return MHD_CONTENT_READER_END_WITH_ERROR;
     if (rc > 0)
       break;
-    if (peer_gone(w->fd))
+    if (watch_peer_gone(w->fd))
       return MHD_CONTENT_READER_END_WITH_ERROR;
     bool progress = w->req.progress_notify && w->progress_ms > 0;
     if (progress && now_ms() - w->last_sent_ms >= w->progress_ms) {

@@ -9,6 +9,7 @@
 #include "watch_park.h"
 #include "cleanup.h"
 #include "error.h"
+#include "evloop.h"
 #include "log.h"
 
 /* How often the parked watches' sockets are peeked for a hang-up. */
@@ -23,16 +24,8 @@ struct watch_park {
   pthread_t thread;
 };
 
-static int64_t
-now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static bool
-peer_gone(int fd)
+bool
+watch_peer_gone(int fd)
 {
   char c;
   if (fd < 0)
@@ -66,7 +59,7 @@ static void *
 park_thread(void *arg)
 {
   struct watch_park *p = arg;
-  int64_t rev = p->s ? kvs_revision(p->s) : 0, last_check = now_ms();
+  int64_t rev = p->s ? kvs_revision(p->s) : 0, last_check = (int64_t) tc_now_ms();
   for (;;) {
     if (p->s)
       rev = kvs_wait_revision(p->s, rev + 1, 250);
@@ -76,7 +69,7 @@ park_thread(void *arg)
       struct timespec ts = { 0, 250 * 1000 * 1000 };
       nanosleep(&ts, NULL);
     }
-    int64_t now = now_ms();
+    int64_t now = (int64_t) tc_now_ms();
     bool check = now - last_check >= PEER_CHECK_MS;
     if (check)
       last_check = now;
@@ -87,7 +80,7 @@ park_thread(void *arg)
         break;
       for (struct park_entry *e = p->head.next, *n; e != &p->head; e = n) {
         n = e->next;
-        if (e->rev <= rev || (e->wake_ms && now >= e->wake_ms) || (check && peer_gone(e->fd))) {
+        if (e->rev <= rev || (e->wake_ms && now >= e->wake_ms) || (check && watch_peer_gone(e->fd))) {
           unpark(p, e);
           e->next = ready;
           ready = e;

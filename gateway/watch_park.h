@@ -38,5 +38,7 @@ void watch_park_stop(struct watch_park *p);
 void watch_park_free(struct watch_park *p);
 /* Watches parked now (for /metrics). */
 int watch_park_count(struct watch_park *p);
+/* The watcher at fd hung up (a peek at its socket, never blocks). */
+bool watch_peer_gone(int fd);
 
 #endif
