@@ -11,6 +11,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/osd-functions.sh"
+. "$top_srcdir/tests/metrics-functions.sh"
 requires tromcho tromcho-osd curl python3 "$OSD_CLIENT"
 
 start_kv
@@ -33,32 +34,9 @@ status
 # /metrics of osd 1
 grep -q "metrics on http://127.0.0.1:$MPORT/metrics" "$TESTDIR/osd1.log" || fail "osd 1 did not log its metrics endpoint"
 scrape () { curl -sf "http://127.0.0.1:$MPORT/metrics" > "$TESTDIR/$1" || fail "GET /metrics failed"; }
-# parse FILE: check the Prometheus text format; print "name{labels} value" lines as JSON
-parse () {
-  python3 - "$TESTDIR/$1" <<'EOF'
-import json, re, sys
-typ, out = {}, {}
-sample = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*"(,[a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*")*)?\})? (-?[0-9.e+]+|\+Inf|NaN)$')
-for line in open(sys.argv[1]):
-    line = line.rstrip("\n")
-    if line.startswith("# HELP "):
-        continue
-    if line.startswith("# TYPE "):
-        _, _, name, t = line.split(" ")
-        assert t in ("counter", "gauge", "histogram"), line
-        assert name not in typ, "TYPE twice: " + line
-        typ[name] = t
-        continue
-    m = sample.match(line)
-    assert m, "not Prometheus text: %r" % line
-    name = m.group(1)
-    base = re.sub(r'_(bucket|sum|count)$', '', name) if name not in typ else name
-    assert base in typ, "sample before its TYPE: " + line
-    out[name + (m.group(2) or "")] = float(m.group(7))
-print(json.dumps(out))
-EOF
-}
-val () { python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1])).get(sys.argv[2], 0)))' "$TESTDIR/$1" "$2"; }
+# parse FILE, val FILE SERIES: metrics-functions.sh on files in $TESTDIR
+parse () { parse_metrics "$TESTDIR/$1"; }
+val () { metric_val "$TESTDIR/$1" "$2"; }
 scrape m0; parse m0 > "$TESTDIR/m0.json" || fail "metrics before the load do not parse"
 
 I=$(( (1 << 48) | 5 ))
