@@ -21,6 +21,7 @@
 #include "commands.h"
 #include "error.h"
 #include "kv_client.h"
+#include "vector.h"
 
 static bool
 has_id(const uint64_t *v, size_t n, uint64_t id)
@@ -129,12 +130,8 @@ cmd_status(int argc, char **argv, struct tc_config *cfg)
       json_object_object_foreach(osds, k, v) {
         uint64_t id = strtoull(k, NULL, 10);
         if (id && !has_id(known, nknown, id) && !strcmp(json_object_get_string(v), "down")) {
-          if (nknown == cap) {
-            uint64_t *nk = realloc(known, (cap *= 2) * sizeof *nk);
-            if (!nk)
-              break;
-            known = nk;
-          }
+          if (tc_grow(&known, &cap, nknown + 1, sizeof *known, 0) < 0)
+            break;
           known[nknown++] = id;
         }
       }
@@ -159,12 +156,8 @@ cmd_status(int argc, char **argv, struct tc_config *cfg)
         if (tc_map_osd(m, o))
           live++;
         else if (!has_id(known, nknown, o)) {
-          if (nknown == cap) {
-            uint64_t *nk = realloc(known, (cap *= 2) * sizeof *nk);
-            if (!nk)
-              continue;
-            known = nk;
-          }
+          if (tc_grow(&known, &cap, nknown + 1, sizeof *known, 0) < 0)
+            continue;
           known[nknown++] = o;
         }
       }

@@ -20,6 +20,7 @@
 #include "error.h"
 #include "listen.h"
 #include "log.h"
+#include "vector.h"
 
 /* Requests are small JSON objects. */
 #define ADMIN_MAX_BODY (1 << 20)
@@ -168,16 +169,8 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
       rc->too_big = true;
       return MHD_YES;
     }
-    if (rc->len + n + 1 > rc->cap) {
-      size_t cap = rc->cap ? rc->cap : 4096;
-      while (cap < rc->len + n + 1)
-        cap *= 2;
-      char *nb = realloc(rc->body, cap);
-      if (!nb)
-        return MHD_NO;
-      rc->body = nb;
-      rc->cap = cap;
-    }
+    if (tc_grow(&rc->body, &rc->cap, rc->len + n + 1, 1, 4096) < 0)
+      return MHD_NO;
     memcpy(rc->body + rc->len, upload_data, n);
     rc->len += n;
     return MHD_YES;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "kvexec.h"
 #include "kvfilter.h"
+#include "vector.h"
 
 json_object *
 kvx_int64(int64_t v)
@@ -190,15 +191,9 @@ range_cb(void *opaque, const struct kv_rec *r)
   }
   if (filtered_out(a->r, r))
     return 0;
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? a->cap * 2 : 64;
-    struct sorted_kv *na = realloc(a->all, cap * sizeof *na);
-    if (!na) {
-      a->oom = true;
-      return 1;
-    }
-    a->all = na;
-    a->cap = cap;
+  if (tc_grow(&a->all, &a->cap, a->n + 1, sizeof *a->all, 64) < 0) {
+    a->oom = true;
+    return 1;
   }
   struct sorted_kv *e = &a->all[a->n];
   memset(e, 0, sizeof *e);
@@ -367,17 +362,9 @@ del_cb(void *opaque, const struct kv_rec *r)
   struct del_acc *a = opaque;
   if (a->prev)
     json_object_array_add(a->prev, kvx_kv(r, false));
-  if (a->len + r->klen + sizeof(size_t) > a->cap) {
-    size_t cap = a->cap ? a->cap * 2 : 4096;
-    while (cap < a->len + r->klen + sizeof(size_t))
-      cap *= 2;
-    uint8_t *nb = realloc(a->keys, cap);
-    if (!nb) {
-      a->oom = true;
-      return 1;
-    }
-    a->keys = nb;
-    a->cap = cap;
+  if (tc_grow(&a->keys, &a->cap, a->len + r->klen + sizeof(size_t), 1, 4096) < 0) {
+    a->oom = true;
+    return 1;
   }
   memcpy(a->keys + a->len, &r->klen, sizeof(size_t));
   memcpy(a->keys + a->len + sizeof(size_t), r->key, r->klen);
@@ -488,14 +475,8 @@ compute_path(struct kvs_txn *tx, struct exec_ctx *cx, const struct kv_txn_req *t
   for (size_t i = 0; i < t->ncmp && ok; i++)
     if (eval_compare(tx, &t->cmp[i], &ok, err) < 0)
       return -1;
-  if (cx->npath == cx->cap) {
-    size_t cap = cx->cap ? cx->cap * 2 : 8;
-    bool *np = realloc(cx->path, cap * sizeof *np);
-    if (!np)
-      return kv_err_set(err, KV_INTERNAL, "out of memory");
-    cx->path = np;
-    cx->cap = cap;
-  }
+  if (tc_grow(&cx->path, &cx->cap, cx->npath + 1, sizeof *cx->path, 8) < 0)
+    return kv_err_set(err, KV_INTERNAL, "out of memory");
   cx->path[cx->npath++] = ok;
   const struct kv_op *ops = ok ? t->succ : t->fail;
   size_t n = ok ? t->nsucc : t->nfail;

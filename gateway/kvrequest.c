@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 #include "b64.h"
 #include "kvrequest.h"
+#include "vector.h"
 
 /* The gateway's names for the one codec (b64.h). */
 char *
@@ -473,15 +474,9 @@ set_free(struct key_set *s)
 static void
 add_put(struct key_set *s, const struct kv_bytes *k)
 {
-  if (s->nputs == s->capputs) {
-    size_t cap = s->capputs ? s->capputs * 2 : 16;
-    const struct kv_bytes **n = realloc(s->puts, cap * sizeof *n);
-    if (!n) {
-      s->oom = true;
-      return;
-    }
-    s->puts = n;
-    s->capputs = cap;
+  if (tc_grow(&s->puts, &s->capputs, s->nputs + 1, sizeof *s->puts, 16) < 0) {
+    s->oom = true;
+    return;
   }
   s->puts[s->nputs++] = k;
 }
@@ -489,15 +484,9 @@ add_put(struct key_set *s, const struct kv_bytes *k)
 static void
 add_del(struct key_set *s, const struct kv_delete_req *d)
 {
-  if (s->ndels == s->capdels) {
-    size_t cap = s->capdels ? s->capdels * 2 : 16;
-    const struct kv_delete_req **n = realloc(s->dels, cap * sizeof *n);
-    if (!n) {
-      s->oom = true;
-      return;
-    }
-    s->dels = n;
-    s->capdels = cap;
+  if (tc_grow(&s->dels, &s->capdels, s->ndels + 1, sizeof *s->dels, 16) < 0) {
+    s->oom = true;
+    return;
   }
   s->dels[s->ndels++] = d;
 }

@@ -16,6 +16,7 @@
 #include "kvstore.h"
 #include "error.h"
 #include "log.h"
+#include "vector.h"
 
 #define HDR 32          /* create, mod, version, lease: little-endian int64 */
 #define LOG_HDR 40      /* type u8, 3 pad, klen u32, HDR */
@@ -697,17 +698,9 @@ struct keylist {
 static int
 keylist_add(struct keylist *l, const uint8_t *p, size_t n)
 {
-  if (l->len + n + sizeof(size_t) > l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 4096;
-    while (cap < l->len + n + sizeof(size_t))
-      cap *= 2;
-    uint8_t *nb = realloc(l->buf, cap);
-    if (!nb) {
-      l->oom = true;
-      return 1;
-    }
-    l->buf = nb;
-    l->cap = cap;
+  if (tc_grow(&l->buf, &l->cap, l->len + n + sizeof(size_t), 1, 4096) < 0) {
+    l->oom = true;
+    return 1;
   }
   memcpy(l->buf + l->len, &n, sizeof n);
   memcpy(l->buf + l->len + sizeof n, p, n);

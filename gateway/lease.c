@@ -12,6 +12,7 @@
 #include "kvfilter.h"
 #include "error.h"
 #include "log.h"
+#include "vector.h"
 
 #define MIN_TTL 2              /* etcd's minimum with default election settings */
 #define MAX_TTL 9000000000LL   /* etcd's MaxLeaseTTL */
@@ -58,14 +59,8 @@ find(struct leases *l, int64_t id)
 static int
 add(struct leases *l, int64_t id, int64_t ttl)
 {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 16;
-    struct lease *nv = realloc(l->v, cap * sizeof *nv);
-    if (!nv)
-      return -1;
-    l->v = nv;
-    l->cap = cap;
-  }
+  if (tc_grow(&l->v, &l->cap, l->n + 1, sizeof *l->v, 16) < 0)
+    return -1;
   l->v[l->n++] = (struct lease) { id, ttl, now_ms() + ttl * 1000, false, "" };
   return 0;
 }

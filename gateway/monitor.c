@@ -19,6 +19,7 @@
 #include "monitor.h"
 #include "placement.h"
 #include "pools.h"
+#include "vector.h"
 
 #define POLL_MS 250
 #define RECOMPUTE_S 10.0
@@ -543,12 +544,8 @@ usage_pass(struct tc_monitor *m)
         uint64_t inode = strtoull(ik, &end, 10);
         if (*end || !inode)
           continue;
-        if (nu == cap) {
-          struct inode_usage *nv = realloc(u, (cap = cap ? cap * 2 : 64) * sizeof *nv);
-          if (!nv)
-            break;
-          u = nv;
-        }
+        if (tc_grow(&u, &cap, nu + 1, sizeof *u, 64) < 0)
+          break;
         u[nu++] = (struct inode_usage) { inode, jint(iv, "used_bytes"), jint(iv, "read_ops"), jint(iv, "read_bytes"),
                                          jint(iv, "write_ops"), jint(iv, "write_bytes"), jint(iv, "delete_ops"),
                                          jint(iv, "delete_bytes") };

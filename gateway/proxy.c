@@ -13,6 +13,7 @@
 #include "kv_json.h"
 #include "error.h"
 #include "log.h"
+#include "vector.h"
 
 struct kvproxy {
   struct tc_kv *kv;
@@ -333,14 +334,8 @@ add_guard(struct proxy_src *ps, const uint8_t *key, size_t klen, const uint8_t *
                "request through etcd_proxy", MAX_GUARDS);
     return src_fail(ps, &err);
   }
-  if (ps->n == ps->cap) {
-    size_t cap = ps->cap ? ps->cap * 2 : 8;
-    struct guard *ng = realloc(ps->g, cap * sizeof *ng);
-    if (!ng)
-      goto oom;
-    ps->g = ng;
-    ps->cap = cap;
-  }
+  if (tc_grow(&ps->g, &ps->cap, ps->n + 1, sizeof *ps->g, 8) < 0)
+    goto oom;
   struct guard *g = &ps->g[ps->n];
   memset(g, 0, sizeof *g);
   if (!(g->key = malloc(klen + 1)) || (elen && !(g->end = malloc(elen)))) {

@@ -218,9 +218,9 @@ struct osd {
 
   struct osd_kvstate *ks;    /* current */
   struct osd_pg *pgs;        /* PGs this OSD leads */
-  size_t n_pgs;
+  size_t n_pgs, pgs_cap;
   struct osd_peer *peers;
-  size_t n_peers;
+  size_t n_peers, peers_cap;
 
   /* KV side */
   struct tc_kv_watch *watches[6];
@@ -242,7 +242,7 @@ struct osd {
   uint64_t epochs;           /* peering epoch counter (every PG's peerings) */
   unsigned ticks;            /* seconds ticked (osd_main.c) */
   struct osd_lock *locks;
-  size_t n_locks;
+  size_t n_locks, locks_cap;
 
   /* counters */
   uint64_t ops, eperm, eagain, recovered, repaired;

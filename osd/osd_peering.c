@@ -16,6 +16,7 @@
 #include "image_meta.h"
 #include "log.h"
 #include "osd.h"
+#include "vector.h"
 
 static void
 pg_clear(struct osd_pg *pg)
@@ -330,6 +331,7 @@ osd_pg_drop_all(struct osd *o)
     pg_drop(o, o->n_pgs - 1);
   free(o->pgs);
   o->pgs = NULL;
+  o->pgs_cap = 0;
 }
 
 void
@@ -377,12 +379,10 @@ osd_peering_update(struct osd *o)
         continue;
       struct osd_pg *pg = osd_pg_find(o, p->id, g);
       if (!pg) {
-        struct osd_pg *nv = realloc(o->pgs, (o->n_pgs + 1) * sizeof *nv);
-        if (!nv) {
+        if (tc_grow(&o->pgs, &o->pgs_cap, o->n_pgs + 1, sizeof *o->pgs, 16) < 0) {
           tc_err("osd %" PRIu64 ": out of memory for pg %" PRIu64 "/%" PRIu32, o->osd_num, p->id, g);
           continue;
         }
-        o->pgs = nv;
         pg = &o->pgs[o->n_pgs++];
         memset(pg, 0, sizeof *pg);
         pg->pool = p->id;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "log.h"
 #include "osd.h"
+#include "vector.h"
 
 struct osd_peer *
 osd_peer_get(struct osd *o, uint64_t osd_num)
@@ -17,10 +18,8 @@ osd_peer_get(struct osd *o, uint64_t osd_num)
   for (size_t i = 0; i < o->n_peers; i++)
     if (o->peers[i].osd_num == osd_num)
       return &o->peers[i];
-  struct osd_peer *nv = realloc(o->peers, (o->n_peers + 1) * sizeof *nv);
-  if (!nv)
+  if (tc_grow(&o->peers, &o->peers_cap, o->n_peers + 1, sizeof *o->peers, 8) < 0)
     return NULL;
-  o->peers = nv;
   struct osd_peer *p = &o->peers[o->n_peers++];
   memset(p, 0, sizeof *p);
   p->osd_num = osd_num;

@@ -14,6 +14,7 @@
 #include "image_meta.h"
 #include "log.h"
 #include "osd.h"
+#include "vector.h"
 
 /* SEC_READ / SEC_READ_BMP from the local store. */
 static void
@@ -49,7 +50,7 @@ osd_locks_free(struct osd *o)
     osd_client_put(o->locks[i].holder);
   free(o->locks);
   o->locks = NULL;
-  o->n_locks = 0;
+  o->n_locks = o->locks_cap = 0;
 }
 
 /* SEC_LOCK: the caller's connection becomes the only one that may write
@@ -103,12 +104,10 @@ sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
       o->locks[i].epoch = r->epoch;
       return 0;
     }
-  struct osd_lock *nv = realloc(o->locks, (o->n_locks + 1) * sizeof *nv);
-  if (!nv) {
+  if (tc_grow(&o->locks, &o->locks_cap, o->n_locks + 1, sizeof *o->locks, 16) < 0) {
     osd_client_put(cl);
     return tc_error(ENOMEM, "out of memory");
   }
-  o->locks = nv;
   o->locks[o->n_locks++] = (struct osd_lock) { .pool = pool, .pg = r->pg, .epoch = r->epoch, .holder = cl };
   return 0;
 }
@@ -178,15 +177,9 @@ list_cb(void *opaque, const struct tc_store_obj *obj)
     if ((obj->inode + obj->offset / stripe) % L->r->pg_count != L->r->pg)
       return 0;
   }
-  if (L->n == L->cap) {
-    size_t nc = L->cap ? L->cap * 2 : 256;
-    struct tc_osd_list_entry *nv = realloc(L->v, nc * sizeof *nv);
-    if (!nv) {
-      L->err = ENOMEM;
-      return 1;
-    }
-    L->v = nv;
-    L->cap = nc;
+  if (tc_grow(&L->v, &L->cap, L->n + 1, sizeof *L->v, 256) < 0) {
+    L->err = ENOMEM;
+    return 1;
   }
   struct tc_osd_list_entry *e = &L->v[L->n++];
   e->inode = obj->inode;
