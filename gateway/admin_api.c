@@ -18,6 +18,7 @@
 #include "crypto.h"
 #include "client.h"
 #include "error.h"
+#include "fullio.h"
 #include "listen.h"
 #include "log.h"
 #include "vector.h"
@@ -46,37 +47,9 @@ struct admin_conn {
 static char *
 read_pem(const char *option, const char *path)
 {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+  char *buf = tc_read_file(path, 16u << 20, NULL);
+  if (!buf)
     tc_error(errno, "%s %s: %s", option, path, strerror(errno));
-    return NULL;
-  }
-  size_t cap = 8192, len = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    size_t n = fread(buf + len, 1, cap - len - 1, f);
-    len += n;
-    if (n == 0)
-      break;
-    if (cap - len - 1 == 0) {
-      char *nb = cap < (16u << 20) ? realloc(buf, cap * 2) : NULL;
-      if (!nb) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-  }
-  bool err = ferror(f);
-  fclose(f);
-  if (!buf || err) {
-    free(buf);
-    tc_error(err ? EIO : ENOMEM, "%s %s: cannot read it", option, path);
-    return NULL;
-  }
-  buf[len] = 0;
   return buf;
 }
 

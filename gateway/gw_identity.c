@@ -8,6 +8,7 @@
 #include <gnutls/x509.h>
 #include "gw_identity.h"
 #include "error.h"
+#include "fullio.h"
 
 struct gw_trust {
   struct tc_cert_trust *ca[3];   /* client_ca, osd_ca, mon_ca */
@@ -21,40 +22,9 @@ static const enum tc_peer_role ca_role[3] = { TC_ROLE_USER, TC_ROLE_OSD, TC_ROLE
 static char *
 slurp(const char *opt, const char *path, size_t *len)
 {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+  char *buf = tc_read_file(path, 16u << 20, len);
+  if (!buf)
     tc_error(errno, "option %s: cannot read %s: %s", opt, path, strerror(errno));
-    return NULL;
-  }
-  size_t cap = 8192, n = 0;
-  char *buf = malloc(cap + 1);
-  while (buf) {
-    size_t k = fread(buf + n, 1, cap - n, f);
-    n += k;
-    if (n < cap)
-      break;
-    char *nb = realloc(buf, cap * 2 + 1);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = nb;
-    cap *= 2;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (!buf) {
-    tc_error(ENOMEM, "option %s: out of memory reading %s", opt, path);
-    return NULL;
-  }
-  if (bad) {
-    free(buf);
-    tc_error(EIO, "option %s: error reading %s", opt, path);
-    return NULL;
-  }
-  buf[n] = 0;
-  *len = n;
   return buf;
 }
 

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 #include "http.h"
+#include "fullio.h"
 #include "kvexec.h"
 #include "listen.h"
 #include "kvfilter.h"
@@ -532,21 +533,18 @@ on_mhd_log(void *cls, const char *fmt, va_list ap)
 static char *
 read_pem(const char *opt, const char *path)
 {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    tc_error(errno, "option %s: cannot read %s: %s", opt, path, strerror(errno));
+  size_t n;
+  char *buf = tc_read_file(path, 65536, &n);
+  if (!buf) {
+    tc_error(errno, "option %s: cannot read %s: %s", opt, path,
+             errno == EFBIG ? "larger than 64 KiB" : strerror(errno));
     return NULL;
   }
-  char *buf = malloc(65537);
-  size_t n = buf ? fread(buf, 1, 65536, f) : 0;
-  int bad = ferror(f) || !feof(f);
-  fclose(f);
-  if (!buf || bad || n == 0) {
+  if (n == 0) {
     free(buf);
-    tc_error(EINVAL, "option %s: %s is empty, unreadable or larger than 64 KiB", opt, path);
+    tc_error(EINVAL, "option %s: %s is empty", opt, path);
     return NULL;
   }
-  buf[n] = 0;
   return buf;
 }
 

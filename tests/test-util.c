@@ -132,9 +132,37 @@ test_keep_error(void)
         "tc_error_restore brings errno and message back (%d, %s)", errno, tc_last_error());
 }
 
+static void
+test_read_file(void)
+{
+  char path[] = "/tmp/tromcho-test-util.XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0, "mkstemp");
+  static uint8_t data[20000];
+  for (size_t i = 0; i < sizeof data; i++)
+    data[i] = (uint8_t) ('a' + i % 26);
+  CHECK(tc_write_full(fd, data, sizeof data, -1) == 0, "write the file");
+  close(fd);
+  size_t n = 0;
+  char *b = tc_read_file(path, 1 << 20, &n);
+  CHECK(b && n == sizeof data && !memcmp(b, data, n) && b[n] == 0, "the whole file, NUL-terminated (%zu)", n);
+  free(b);
+  errno = 0;
+  CHECK(!tc_read_file(path, 19999, &n) && errno == EFBIG, "past max: EFBIG (%d)", errno);
+  b = tc_read_file(path, 20000, NULL);
+  CHECK(b != NULL, "exactly max is read");
+  free(b);
+  unlink(path);
+  CHECK(!tc_read_file(path, 1 << 20, &n) && errno == ENOENT, "a missing file: ENOENT");
+  b = tc_read_file("/dev/null", 10, &n);
+  CHECK(b && n == 0 && b[0] == 0, "an empty file");
+  free(b);
+}
+
 int
 main(void)
 {
+  test_read_file();
   test_keep_error();
   test_grow();
   test_fullio();

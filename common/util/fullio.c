@@ -1,9 +1,13 @@
 /* Whole reads and writes (fullio.h). */
 #include <config.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <unistd.h>
+#include "cleanup.h"
 #include "fullio.h"
+#include "vector.h"
 
 ssize_t
 tc_read_full(int fd, void *buf, size_t len, off_t off)
@@ -41,4 +45,40 @@ tc_write_full(int fd, const void *buf, size_t len, off_t off)
     done += (size_t) r;
   }
   return 0;
+}
+
+char *
+tc_read_file(const char *path, size_t max, size_t *len)
+{
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return NULL;
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (tc_grow(&buf, &cap, n + 4096 + 1, 1, 8192) < 0)
+      goto fail;
+    size_t want = cap - n - 1;
+    ssize_t r = tc_read_full(fd, buf + n, want, -1);
+    if (r < 0)
+      goto fail;
+    n += (size_t) r;
+    if (n > max) {
+      errno = EFBIG;
+      goto fail;
+    }
+    if ((size_t) r < want)   /* short: the end of the file */
+      break;
+  }
+  close(fd);
+  buf[n] = 0;
+  if (len)
+    *len = n;
+  return buf;
+fail: {
+    KEEP_ERRNO;
+    free(buf);
+    close(fd);
+  }
+  return NULL;
 }

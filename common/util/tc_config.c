@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "tc_config.h"
 #include "error.h"
+#include "fullio.h"
 #include "vector.h"
 
 #define DEFAULT_CONFIG_PATH "/etc/tromcho/tromcho.conf"
@@ -276,32 +277,13 @@ config_parse(struct tc_config *cfg, const char *buf, size_t len, const char *nam
 static int
 config_read_file(struct tc_config *cfg, const char *path, int must_exist)
 {
-  FILE *f = fopen(path, "r");
-  if (!f) {
+  size_t len;
+  char *buf = tc_read_file(path, 64u << 20, &len);
+  if (!buf) {
     if (!must_exist && errno == ENOENT)
       return 0;
-    return tc_error(errno, "config file %s: %s", path, strerror(errno));
+    return tc_error(errno, "config file %s: %s", path, errno == EFBIG ? "larger than 64 MiB" : strerror(errno));
   }
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  for (;;) {
-    if (tc_grow(&buf, &cap, len + 4096 + 1, 1, 8192) < 0) {
-      free(buf);
-      fclose(f);
-      return tc_error(ENOMEM, "config file %s: out of memory", path);
-    }
-    size_t n = fread(buf + len, 1, cap - len - 1, f);
-    len += n;
-    if (n == 0)
-      break;
-  }
-  int rerr = ferror(f);
-  fclose(f);
-  if (rerr) {
-    free(buf);
-    return tc_error(EIO, "config file %s: read error", path);
-  }
-  buf[len] = 0;
   int r = config_parse(cfg, buf, len, path);
   free(buf);
   return r;
