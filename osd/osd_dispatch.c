@@ -35,7 +35,10 @@ allowed(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
   /* A user's first request for an image (or as a user) created a moment
    * ago may arrive before the watch's reload: read the KV again, at most
    * every 100 ms whatever callers do, then decide. */
-  if (!ok && pi->role == TC_ROLE_USER && (!id.user || (r->op != TC_OP_SEC_LIST && !op_image(o, r)))) {
+  /* (A listing of a whole range is refused to users whatever the KV says:
+   * no reload for it; one limited to an unknown image gets one.) */
+  bool unknown_image = !op_image(o, r) && (r->op != TC_OP_SEC_LIST || r->inode == r->inode_last);
+  if (!ok && pi->role == TC_ROLE_USER && (!id.user || unknown_image)) {
     uint64_t now = tc_now_ms();
     if (now - o->unknown_reload_ms >= 100) {
       o->unknown_reload_ms = now;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A user's first request for an image created a moment ago, or as a user
-# added a moment ago, is served: the OSD reads the KV again when a request
+# A user's first request for an image created a moment ago (a read, a
+# write, a listing of that image), or as a user added a moment ago, is served: the OSD reads the KV again when a request
 # names an image or user it does not know, instead of refusing it until the
 # watch's reload (here held back 10 s by osd_kv_settle) catches up. What
 # the rights refuse stays refused.
@@ -28,6 +28,12 @@ for i in 1 2 3; do
     fail "alice cannot write image $i created a moment ago"
   as alice read --inode $(( (1 << 48) | i )) --offset 0 --len 65536 --seed $i || fail "alice cannot read image $i"
 done
+# A listing limited to one image created a moment ago (what tromcho ls
+# asks as a user) is answered too.
+kv_put /config/inode/1/5 '{"name": "img5", "size": 1048576, "owner": "alice"}'
+I5=$(( (1 << 48) | 5 ))
+out=$(as alice raw SEC_LIST --inode $I5 --inode-last $I5 --port "$(osd_port 1)" 2>&1)
+echo "$out" | grep -q '^status=0 ' || fail "alice cannot list image 5 created a moment ago: $out"
 kv_put /config/user/carol '{"type": "client"}'
 kv_put /config/inode/1/7 '{"name": "c", "size": 1048576, "owner": "carol"}'
 as carol write --inode $(( (1 << 48) | 7 )) --offset 0 --len 4096 --seed 7 || fail "carol, added a moment ago, cannot write"
