@@ -8,7 +8,7 @@ parse_metrics () {
   python3 - "$1" <<'EOF2'
 import json, re, sys
 typ, out = {}, {}
-sample = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*"(,[a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*")*)?\})? (-?[0-9.e+]+|\+Inf|NaN)$')
+sample = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*"(,[a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*")*)?\})? (-?[0-9.]+(?:[eE][+-]?[0-9]+)?|[+-]Inf|NaN)$')
 for line in open(sys.argv[1]):
     line = line.rstrip("\n")
     if line.startswith("# HELP "):
