@@ -158,6 +158,36 @@ readsec crash 80 || fail "old data after two lost data writes fails: $(cat "$TES
 cmp "$TESTDIR/out" <(dd if="$TESTDIR/data" bs=4096 skip=80 count=1 2>/dev/null) || fail "not the old data (twice)"
 echo "two lost data writes in a row: the old data still verifies"
 
+# the same window for a first write (the sector never written before): its
+# tag sector landed, marked "first write", and its data did not: the sector
+# reads as never written (zeros), not as an error; once a first write's
+# data has landed the mark is gone, so deleting that data is caught
+tromcho create first -s 4M --enc_key auto --integrity >/dev/null || fail "create first"
+U=100
+tromcho dd if="$TESTDIR/h4k" oimg=first bs=4096 seek=$U count=1 2>/dev/null || fail "first write of $U"
+raw first "$(tagsec $U)" > "$TESTDIR/t100"
+python3 - "$TESTDIR/t100" $((U % G)) <<'PY' || fail "the first write's data landed but its tag still says first write"
+import sys
+b = open(sys.argv[1], "rb").read(); k = int(sys.argv[2])
+assert b[k * 32:k * 32 + 16] != bytes(16), "no current tag"
+assert b[k * 32 + 16:k * 32 + 32] == bytes(16), b[k * 32 + 16:k * 32 + 32].hex()
+PY
+python3 - "$TESTDIR/t100" $((U % G)) <<'PY' > "$TESTDIR/t100m"
+import sys
+b = bytearray(open(sys.argv[1], "rb").read()); k = int(sys.argv[2])
+b[k * 32 + 16:k * 32 + 32] = b"\xff" * 16
+sys.stdout.buffer.write(b)
+PY
+"$TOOL" rawdelete first $(( $(phys $U) * 4096 )) 4096 || fail "raw delete"
+readsec first $U && fail "a first write's data deleted after it landed reads as never written"
+rawput first "$(tagsec $U)" < "$TESTDIR/t100m"
+readsec first $U || fail "a first write that died between its tag and its data fails: $(cat "$TESTDIR/err")"
+cmp "$TESTDIR/out" <(head -c 4096 /dev/zero) || fail "a first write that died reads as something else than zeros"
+tromcho dd if="$TESTDIR/data" oimg=first bs=4096 seek=$U skip=$U count=1 2>/dev/null || fail "write $U again"
+readsec first $U || fail "$U after it is written again: $(cat "$TESTDIR/err")"
+cmp "$TESTDIR/out" <(dd if="$TESTDIR/data" bs=4096 skip=$U count=1 2>/dev/null) || fail "$U holds the wrong data"
+echo "tag written, data of a first write lost: reads as never written; after it landed, a deletion is caught"
+
 # not caught: an old version of a sector replayed with its tag sector
 tromcho dd if="$TESTDIR/data" oimg=auth bs=4096 seek=70 skip=70 count=1 2>/dev/null || fail "old version of 70"
 raw auth "$(tagsec 70)" > "$TESTDIR/oldtag"; raw auth "$(phys 70)" > "$TESTDIR/olddata"

@@ -265,6 +265,11 @@ unlock_groups(struct tc_integrity *t, uint64_t g0, uint64_t g1)
 /* --- reads --- */
 
 static const uint8_t zero[TC_INTEG_SLOT];
+/* The previous tag of a sector whose first write is under way: until its
+ * data lands, "no data" is its old state (never written), as the previous
+ * tag is for a rewrite. Cleared to zero once the data is written. */
+static const uint8_t absent[TAG] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 
 static int
 fail_sector(struct tc_integrity *t, uint64_t u, const char *why)
@@ -342,6 +347,8 @@ read_once(struct tc_integrity *t, const struct tc_objstore *os, uint32_t block_s
     bool data = present(&b, ti + 1, dataend[g - g0], phys_sector(u));
     if (!data && !tagged)
       continue;            /* never written in this layer */
+    if (!data && tc_memeq_ct(slot + TAG, absent, TAG))
+      continue;            /* its first write died before its data landed */
     if (!data)
       r = fail_sector(t, u, "missing from the OSDs although its tag says it was written");
     else if (!tagged)
@@ -371,16 +378,17 @@ tc_integrity_write(struct tc_integrity *t, const struct tc_objstore *os, uint32_
   uint64_t u0 = off / SECTOR, nsec = len / SECTOR;
   uint64_t g0 = u0 / G, g1 = (u0 + nsec - 1) / G, ng = g1 - g0 + 1;
   uint8_t *tags = aligned_alloc(SECTOR, ng * SECTOR), *old = aligned_alloc(SECTOR, len);
-  bool *hit = calloc(ng, sizeof *hit);
+  bool *hit = calloc(ng, sizeof *hit), *firsts = calloc(ng, sizeof *firsts);
   struct batch b;
-  int r = batch_init(&b, block_size, 2 * ng + 2 * ng * (4 + (G + 1) * (uint64_t) SECTOR / block_size));
-  if (r == 0 && (!tags || !old || !hit))
+  int r = batch_init(&b, block_size, 3 * ng + 2 * ng * (4 + (G + 1) * (uint64_t) SECTOR / block_size));
+  if (r == 0 && (!tags || !old || !hit || !firsts))
     r = tc_error(ENOMEM, "image %s: out of memory", t->name);
   if (r < 0) {
     batch_free(&b);
     free(tags);
     free(old);
     free(hit);
+    free(firsts);
     return r;
   }
   if (lock_groups(t, g0, g1) < 0) {
@@ -388,6 +396,7 @@ tc_integrity_write(struct tc_integrity *t, const struct tc_objstore *os, uint32_
     free(tags);
     free(old);
     free(hit);
+    free(firsts);
     return -1;
   }
   for (uint64_t g = g0; g <= g1 && r == 0; g++) {
@@ -420,7 +429,13 @@ tc_integrity_write(struct tc_integrity *t, const struct tc_objstore *os, uint32_
       if (!tc_memeq_ct(was, slot, TAG) && tc_memeq_ct(was, slot + TAG, TAG))
         memcpy(slot, slot + TAG, TAG);  /* the stored data is the previous version */
     }
+    else if (!hit[u / G - g0] && tc_memeq_ct(slot + TAG, absent, TAG))
+      memset(slot, 0, TC_INTEG_SLOT);   /* an earlier first write died before its data */
     memmove(slot + TAG, slot, TAG);     /* the current tag becomes the previous one */
+    if (tc_memeq_ct(slot + TAG, zero, TAG)) {
+      memcpy(slot + TAG, absent, TAG);  /* a first write: no data is the old state */
+      firsts[u / G - g0] = true;
+    }
     make_tag(t, u, ct + s * SECTOR, slot);
   }
   /* Tags first: until the data lands, the previous tag accepts the old data. */
@@ -445,11 +460,39 @@ tc_integrity_write(struct tc_integrity *t, const struct tc_objstore *os, uint32_
   if (r < 0)
     for (uint64_t g = g0; g <= g1; g++)
       cache_drop(t, g);    /* the data may not match the cached tags */
+  /* The data of first writes landed: "no data" no longer passes for them.
+   * If this fails the tags still verify the data (the write stands), and a
+   * deletion of it goes unnoticed only until the sector's next write. */
+  first = b.n;
+  for (uint64_t g = g0; g <= g1 && r == 0; g++) {
+    if (!firsts[g - g0])
+      continue;
+    uint8_t *ts = tags + (g - g0) * SECTOR;
+    for (uint64_t k = 0; k < G; k++)
+      if (tc_memeq_ct(ts + k * TC_INTEG_SLOT + TAG, absent, TAG))
+        memset(ts + k * TC_INTEG_SLOT + TAG, 0, TAG);
+    if (batch_add(&b, TC_OBJ_WRITE, t->inode, tag_sector(g), 1, ts) < 0)
+      firsts[g - g0] = false;
+  }
+  if (r == 0 && b.n > first) {
+    bool ok = batch_run(&b, os, first, t->name, "writing tags") == 0;
+    for (uint64_t g = g0; g <= g1; g++) {
+      if (!firsts[g - g0])
+        continue;
+      if (ok)
+        cache_put(t, g, tags + (g - g0) * SECTOR);
+      else
+        cache_drop(t, g);
+    }
+    if (!ok)
+      tc_warn("image %s: clearing the first-write marks of its tags: %s", t->name, tc_last_error());
+  }
   unlock_groups(t, g0, g1);
   batch_free(&b);
   free(tags);
   free(old);
   free(hit);
+  free(firsts);
   return r;
 }
 
