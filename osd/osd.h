@@ -13,6 +13,7 @@
  *   osd_peers    connections to the other OSDs, down marks
  *   osd_pg       the PGs this OSD leads, as the operations look them up
  *   osd_sync     the store's syncs on their own thread (group commit)
+ *   osd_local    the primary's local writes, run after the fan-out went out
  *   osd_secondary  SEC_* operations from the local store, fencing (SEC_LOCK)
  *   osd_op       the base every in-flight operation shares
  *   osd_recovery   background copy of stale objects
@@ -58,6 +59,7 @@ struct osd_req {
   const uint8_t *data;      /* WRITE/SEC_WRITE/SEC_WRITE_STABLE payload data */
   uint64_t claim_osd;       /* SHOW_CONFIG: the OSD the caller claims to be (0: none) */
   struct tc_osd_write_if cond;   /* WRITE_IF: what the sector must still hold */
+  bool fua;                 /* TC_OSD_FLAG_FUA: durable before the reply (writes and deletes only) */
 };
 
 /* Decode hdr + payload (hdr->len bytes). block_size: the store's object size.
@@ -243,6 +245,9 @@ struct osd {
   unsigned ticks;            /* seconds ticked (osd_main.c) */
   struct osd_lock *locks;
   size_t n_locks, locks_cap;
+  struct osd_local_write *lw_head, *lw_tail;   /* osd_local.c: local writes not yet run */
+  bool lw_scheduled;                           /* their run is deferred to the round's end */
+  bool ignore_fua;           /* TROMCHO_OSD_IGNORE_FUA (tests): answer as an OSD from before FUA */
 
   /* counters */
   uint64_t ops, eperm, eagain, recovered, repaired;
@@ -311,6 +316,9 @@ void osd_client_reply_scrub(struct osd_client *cl, const struct tc_frame_hdr *re
 /* The same on a connection (operations answered at once). */
 void osd_reply(struct tc_msgr_conn *c, const struct tc_frame_hdr *req, int status, uint64_t bitmap,
                uint64_t version, void *payload, uint32_t len);
+/* A reply without payload carrying header flags (TC_OSD_FLAG_FUA: durable). */
+void osd_client_reply_flags(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t version,
+                            uint16_t flags);
 void osd_on_conn(struct tc_msgr_conn *c, int event, int err, void *arg);
 
 /* ---- the KV (osd_kv.c) ---- */
@@ -363,6 +371,27 @@ int osd_sync_start(struct osd *o);
 /* Finish the syncs asked for and answer them (loop thread, loop stopped). */
 void osd_sync_stop(struct osd *o);
 int osd_sync_async(struct osd *o, osd_sync_cb cb, void *arg);
+
+/* ---- the primary's local writes, after the fan-out (osd_local.c) ---- */
+/* A write or delete of the local store, queued by the primary after it
+ * handed the SEC_WRITEs to the messenger: the messenger writes them to the
+ * sockets at the end of the loop's round, and the local writes run right
+ * after that (a deferred call), so the secondaries work while the local
+ * store does. Queued writes run in order, before the next round's events;
+ * whatever reads or replaces local objects first runs them
+ * (osd_local_drain), so it sees every write the loop ordered. */
+struct osd_local_write {
+  struct osd_local_write *next;
+  bool is_delete;
+  uint64_t inode, offset, version;
+  uint32_t len;
+  const void *data;          /* borrowed: lives until done */
+  /* After the store call: err 0 or an errno (tc_last_error() says why). */
+  void (*done)(struct osd *o, struct osd_local_write *lw, int err);
+};
+void osd_local_queue(struct osd *o, struct osd_local_write *lw);
+/* Run every queued local write now, in order (loop thread). */
+void osd_local_drain(struct osd *o);
 
 /* ---- the secondary: SEC_* operations and fencing (osd_secondary.c) ---- */
 void osd_secondary_op(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr,

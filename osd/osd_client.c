@@ -62,6 +62,17 @@ osd_client_reply(struct osd_client *cl, const struct tc_frame_hdr *req, int stat
 }
 
 void
+osd_client_reply_flags(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t version,
+                       uint16_t flags)
+{
+  if (!cl->c)
+    return;
+  struct tc_frame_hdr h = tc_osd_reply_hdr(status, 0, version);
+  h.flags = flags;   /* the messenger adds TC_FRAME_REPLY */
+  send_reply(cl->c, req, h, NULL, 0);
+}
+
+void
 osd_client_reply_scrub(struct osd_client *cl, const struct tc_frame_hdr *req, int status, uint64_t repaired)
 {
   if (cl->c)

@@ -83,6 +83,12 @@ osd_req_decode(const struct tc_frame_hdr *hdr, const void *payload, uint32_t blo
     return bad(err, errlen, -EINVAL, "%s: this OSD's block size %" PRIu32 " is unusable", name, block_size);
   if (hdr->len && !payload)
     return bad(err, errlen, -EINVAL, "%s: payload missing", name);
+  /* FUA: a write (or delete) durable before its reply; other bits of the
+   * flags are the messenger's or unassigned (ignored, as before FUA). */
+  r->fua = hdr->flags & TC_OSD_FLAG_FUA;
+  if (r->fua && r->op != TC_OP_WRITE && r->op != TC_OP_WRITE_PARTIAL && r->op != TC_OP_WRITE_IF &&
+      r->op != TC_OP_DELETE && r->op != TC_OP_SEC_WRITE && r->op != TC_OP_SEC_DELETE)
+    return bad(err, errlen, -EINVAL, "%s: FUA on an operation that writes nothing", name);
   const uint8_t *p = payload;
   int rc;
   switch (r->op) {

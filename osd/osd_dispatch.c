@@ -154,6 +154,8 @@ osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *pay
   char err[256];
   o->ops++;
   int rc = osd_req_decode(hdr, payload, o->info.block_size, &r, err, sizeof err);
+  if (o->ignore_fua)
+    r.fua = false;   /* the test hook: an OSD from before FUA (osd_proto.h, "Old peers") */
   if (rc == 0)
     osd_metrics_request(o, r.op,
                         r.op == TC_OP_WRITE || r.op == TC_OP_WRITE_PARTIAL ? r.len : 0,

@@ -226,6 +226,12 @@ main(int argc, char **argv)
   };
   o->prefix = tc_config_str(cfg, "etcd_prefix");
   o->use_perms = tc_config_bool(cfg, "use_perms");
+  /* A test hook, not an option: behave as an OSD built before FUA (ignore
+   * the flag), so the tests reach the senders' fall-backs (osd_proto.h). */
+  const char *ignore_fua = getenv("TROMCHO_OSD_IGNORE_FUA");
+  o->ignore_fua = ignore_fua && *ignore_fua && strcmp(ignore_fua, "0") != 0;
+  if (o->ignore_fua)
+    tc_warn("TROMCHO_OSD_IGNORE_FUA: FUA writes are served as plain ones (a test hook)");
   int64_t settle = tc_config_int(cfg, "osd_kv_settle");
   if (settle < 0 || settle > 60000) {
     fprintf(stderr, "tromcho-osd: option osd_kv_settle: %" PRId64 " ms is out of range (0..60000)\n", settle);
@@ -333,6 +339,8 @@ main(int argc, char **argv)
     rc = 0;
 out:
   __atomic_store_n(&o->stopping, 1, __ATOMIC_RELEASE);
+  if (o->store)
+    osd_local_drain(o);   /* nothing queued should be left; never after the store closed */
   osd_sync_stop(o);   /* answers the syncs in flight while their connections still exist */
   if (o->kv)
     osd_kv_stop(o);

@@ -6,7 +6,8 @@
  * the client read (WRITE_IF), and hand a WRITE of whole sectors to
  * osd_primary_write. The read, the check and the local write happen in one
  * turn of the loop thread, which orders every write of the object, so no
- * other write comes between them; the secondaries get whole sectors
+ * other write comes between them (the read first runs the local writes
+ * still queued, osd_local.c); the secondaries get whole sectors
  * (SEC_WRITE) like for any WRITE. */
 #include <config.h>
 #include <errno.h>
@@ -45,6 +46,7 @@ osd_primary_write_partial(struct osd *o, struct osd_client *cl, const struct tc_
   }
   uint8_t present[8] = { 0 };
   uint64_t ver = 0;
+  osd_local_drain(o);   /* patch what every earlier write of the object left (osd_local.c) */
   if (tc_store_read(o->store, r->inode, a0, (uint32_t) (a1 - a0), buf, present, &ver) < 0) {
     /* A bad local sector: a read repairs it from a replica; until then the
      * client gets the error rather than a patch of bad data. */

@@ -207,6 +207,7 @@ rec_start(struct osd *o, struct osd_pg *pg, struct osd_obj *ob)
   if (sources >> pg->my_slot & 1) {
     uint8_t present[8];
     uint64_t ver;
+    osd_local_drain(o);   /* a queued local write of it would look like a version mismatch */
     if (tc_store_read(o->store, ob->inode, ob->offset, o->info.block_size, r->data + 8, present, &ver) < 0 ||
         ver != r->version) {
       tc_debug("osd %" PRIu64 ": recovery: local copy of inode %#" PRIx64 " offset %" PRIu64 " unusable (version %"

@@ -301,6 +301,7 @@ scrub_begin(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr
     }
     if (s == p->my_slot) {
       uint8_t bad[8] = { 0 }, present[8];
+      osd_local_drain(o);   /* the local writes the loop ordered before */
       int nb = tc_store_scrub(o->store, p->b.inode, p->b.offset, bad);
       if (nb > 0) {
         c->st = -EIO;

@@ -3,8 +3,10 @@
  * SEC_SYNC, SEC_LIST), and the fencing that keeps a deposed primary out:
  * SEC_LOCK makes the caller's connection the only one that may write a PG
  * here. All of them answer at once (the store's writes and reads are
- * synchronous) but SEC_SYNC, answered when the sync thread's commit covers
- * it (osd_sync.c). */
+ * synchronous) but SEC_SYNC and a SEC_WRITE or SEC_DELETE with FUA,
+ * answered when the sync thread's commit covers them (osd_sync.c). Those
+ * that read or replace local objects first run the local writes this OSD
+ * queued as a primary (osd_local.c). */
 #include <config.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -55,10 +57,14 @@ osd_locks_free(struct osd *o)
 
 /* SEC_LOCK: the caller's connection becomes the only one that may write
  * the PG here. */
-/* SEC_SYNC: answered from the sync thread's commit (osd_sync.c). */
+/* SEC_SYNC, and a FUA SEC_WRITE / SEC_DELETE once written: answered from
+ * the sync thread's commit (osd_sync.c), the FUA ones with their version
+ * and TC_OSD_FLAG_FUA (durable here). */
 struct sec_sync_op {
   struct osd_client *cl;
   struct tc_frame_hdr hdr;
+  uint64_t version;
+  uint16_t flags;
 };
 
 static void
@@ -66,14 +72,14 @@ sec_sync_done(struct osd *o, void *arg, int err)
 {
   struct sec_sync_op *p = arg;
   if (err)
-    tc_err("osd %" PRIu64 ": SEC_SYNC: %s", o->osd_num, strerror(err));
-  osd_client_reply(p->cl, &p->hdr, -err, 0, 0, NULL, 0);
+    tc_err("osd %" PRIu64 ": %s: sync: %s", o->osd_num, tc_osd_op_name(p->hdr.opcode), strerror(err));
+  osd_client_reply_flags(p->cl, &p->hdr, -err, err ? 0 : p->version, err ? 0 : p->flags);
   osd_client_put(p->cl);
   free(p);
 }
 
 static void
-sec_sync(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr)
+sec_sync(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, uint64_t version, uint16_t flags)
 {
   struct sec_sync_op *p = calloc(1, sizeof *p);
   if (!p || !(p->cl = osd_client_get(c))) {
@@ -82,8 +88,10 @@ sec_sync(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr)
     return;
   }
   p->hdr = *hdr;
+  p->version = version;
+  p->flags = flags;
   if (osd_sync_async(o, sec_sync_done, p) < 0) {
-    tc_err("osd %" PRIu64 ": SEC_SYNC: %s", o->osd_num, tc_last_error());
+    tc_err("osd %" PRIu64 ": %s: %s", o->osd_num, tc_osd_op_name(hdr->opcode), tc_last_error());
     osd_client_reply(p->cl, hdr, -ENOMEM, 0, 0, NULL, 0);
     osd_client_put(p->cl);
     free(p);
@@ -141,6 +149,7 @@ osd_store_replace(struct osd *o, uint64_t inode, uint64_t start, uint64_t bitmap
                   const uint8_t *data, uint64_t version)
 {
   uint32_t spb = osd_spb(o);
+  osd_local_drain(o);   /* after the writes the loop ordered before */
   if (!bitmap)
     return tc_store_delete_version(o->store, inode, start, o->info.block_size, version);
   for (uint32_t i = 0; i < spb;) {
@@ -194,6 +203,7 @@ int
 osd_list_local(struct osd *o, const struct osd_req *r, struct tc_osd_list_entry **out, size_t *n)
 {
   struct list_ctx L = { .o = o, .r = r };
+  osd_local_drain(o);
   int rc = tc_store_list(o->store, r->inode, r->inode_last, list_cb, &L);
   if (rc != 0 || L.err) {
     free(L.v);
@@ -234,9 +244,11 @@ osd_secondary_op(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hd
     return;
   case TC_OP_SEC_READ:
   case TC_OP_SEC_READ_BMP:
+    osd_local_drain(o);
     sec_read(o, c, hdr, r);
     return;
   case TC_OP_SEC_LOCK:
+    osd_local_drain(o);   /* a new primary takes over: our writes as its old primary first */
     rc = sec_lock(o, c, r);
     break;
   case TC_OP_SEC_WRITE:
@@ -252,12 +264,16 @@ osd_secondary_op(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hd
     ver = r->version;
     break;
   case TC_OP_SEC_SYNC:
-    sec_sync(o, c, hdr);
+    sec_sync(o, c, hdr, 0, 0);
     return;
   default:   /* SEC_STABILIZE, SEC_ROLLBACK: two-phase (EC) writes only */
     rc = -1;
     errno = ENOTSUP;
     break;
+  }
+  if (rc == 0 && r->fua) {   /* SEC_WRITE / SEC_DELETE: answer once durable */
+    sec_sync(o, c, hdr, ver, TC_OSD_FLAG_FUA);
+    return;
   }
   int e = rc < 0 ? (errno ? errno : EIO) : 0;
   if (rc < 0 && e != ENOTSUP)

@@ -63,6 +63,11 @@ check(const uint8_t *data, size_t size)
       abort();
     if (r.op == TC_OP_SEC_LOCK && (!r.pool || !r.pg_count || r.pg >= r.pg_count))
       abort();     /* a lock of no PG */
+    if (r.fua && r.op != TC_OP_WRITE && r.op != TC_OP_WRITE_PARTIAL && r.op != TC_OP_WRITE_IF && r.op != TC_OP_DELETE &&
+        r.op != TC_OP_SEC_WRITE && r.op != TC_OP_SEC_DELETE)
+      abort();     /* FUA on an operation that writes nothing */
+    if (r.fua != ((h.flags & TC_OSD_FLAG_FUA) != 0))
+      abort();
   }
   else if (!err[0])
     abort();       /* a refusal must say why */
@@ -100,6 +105,9 @@ struct seed {
   { .lock = { .magic = TC_FRAME_MAGIC, .opcode = TC_OP_SEC_LOCK, .pool = (pl), .pg = (pgn), .pg_count = (pgc), \
               .epoch = (ep) } }
 #define PLAIN(op) { .frame = { .magic = TC_FRAME_MAGIC, .opcode = (op) } }
+#define FUA(op, ino, off, n, ver) \
+  { .rw = { .magic = TC_FRAME_MAGIC, .opcode = (op), .flags = TC_OSD_FLAG_FUA, .inode = (ino), .offset = (off), \
+            .len = (n), .version = (ver) } }
 #define I1 ((1ull << 48) | 1)
 
 static const struct seed seeds[] = {
@@ -151,6 +159,16 @@ static const struct seed seeds[] = {
   { "sec-delete-v0", -EINVAL, 5, RW(TC_OP_SEC_DELETE, I1, 0, 8192, 0), 0, 0 },
   { "sec-delete-cross", -EINVAL, 5, RW(TC_OP_SEC_DELETE, I1, 126976, 8192, 3), 0, 0 },
   { "sec-sync", 0, 5, PLAIN(TC_OP_SEC_SYNC), 0, 0 },
+  { "write-fua", 0, 5, FUA(TC_OP_WRITE, I1, 8192, 4096, 0), 4096, 0 },
+  { "write-partial-fua", 0, 5, FUA(TC_OP_WRITE_PARTIAL, I1, 100, 7, 0), 7, 0 },
+  { "write-if-fua", 0, 5, FUA(TC_OP_WRITE_IF, I1, 8192, 4096, 0), 16 + 4096, 0x1234 },
+  { "delete-fua", 0, 5, FUA(TC_OP_DELETE, I1, 0, 131072, 0), 0, 0 },
+  { "sec-write-fua", 0, 5, FUA(TC_OP_SEC_WRITE, I1, 4096, 4096, 7), 4096, 0 },
+  { "sec-delete-fua", 0, 5, FUA(TC_OP_SEC_DELETE, I1, 0, 8192, 3), 0, 0 },
+  { "read-fua", -EINVAL, 5, FUA(TC_OP_READ, I1, 0, 4096, 0), 0, 0 },
+  { "sec-read-fua", -EINVAL, 5, FUA(TC_OP_SEC_READ, I1, 0, 4096, 0), 0, 0 },
+  { "sec-write-stable-fua", -EINVAL, 5, FUA(TC_OP_SEC_WRITE_STABLE, I1, 131072, 131072, 9), 8 + 131072, 0xffff },
+  { "sync-fua", -EINVAL, 5, FUA(TC_OP_SYNC, 0, 0, 0, 0), 0, 0 },
   { "sec-lock", 0, 5, LOCK(1, 1, 4, 5), 0, 0 },
   { "sec-lock-nopool", -EINVAL, 5, LOCK(0, 1, 4, 5), 0, 0 },
   { "sec-lock-nopg", -EINVAL, 5, LOCK(1, 0, 0, 5), 0, 0 },

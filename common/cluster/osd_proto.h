@@ -46,7 +46,8 @@
  *   WRITE       rw view: inode, offset, len = payload_len, payload = data
  *               (<= one object, <= 256 KiB). reply: version = the object's
  *               new version. Acknowledged once pg_minsize replicas hold it
- *               (not yet durable: see SYNC).
+ *               (not yet durable: see SYNC; with TC_OSD_FLAG_FUA durable,
+ *               see FUA below).
  *   WRITE_PARTIAL rw view: inode, offset (any byte), len = payload_len,
  *               payload = data (1 byte to 256 KiB, inside one object): the
  *               primary reads the sectors the range touches from its copy
@@ -89,7 +90,9 @@
  * primary's version of the object, never 0):
  *   SEC_READ        as READ (rw view), from any replica (recovery, scrub).
  *   SEC_READ_BMP    as SEC_READ without data: reply bitmap, version.
- *   SEC_WRITE       as WRITE, with the version set by the primary.
+ *   SEC_WRITE       as WRITE, with the version set by the primary; with
+ *                   TC_OSD_FLAG_FUA answered once this OSD's store synced
+ *                   (the reply carries the flag). SEC_DELETE likewise.
  *   SEC_WRITE_STABLE replace a whole object (recovery): rw view with offset
  *                   = the object's start, len = block_size, version; payload
  *                   = 8-byte presence bitmap of the sectors to keep, then
@@ -104,6 +107,22 @@
  *                   PG on another connection gets -EBUSY (a deposed primary).
  *   SEC_STABILIZE, SEC_ROLLBACK: reserved for two-phase (EC) writes; OSDs
  *                   answer -ENOTSUP after the rights check.
+ *
+ * FUA (TC_OSD_FLAG_FUA in the header's flags, request and reply): a WRITE,
+ * WRITE_PARTIAL, WRITE_IF or DELETE with it is acknowledged only once
+ * pg_minsize replicas hold it durably (each store synced after it): the
+ * primary syncs its store (osd_sync_async) and sends the secondaries their
+ * SEC_WRITE / SEC_DELETE with the flag, and a secondary answers those only
+ * once its store synced. An OSD that did so sets the flag in its reply. A
+ * FUA write needs no SYNC afterwards (it is not in the client's
+ * unsynced-write log). The flag on any other operation: -EINVAL.
+ * Old peers: the messenger passes the flags' other bits through untouched
+ * (it owns TC_FRAME_REPLY only) and an OSD built before FUA ignores them,
+ * so it answers a FUA write as a plain one, without the flag in its reply.
+ * The sender takes a reply without the flag as "written, not durable" and
+ * makes it durable itself: the cluster client with a SYNC (as for any
+ * unsynced write), the primary with a SEC_SYNC to that secondary before it
+ * counts it. So mixed versions stay safe, only slower; no version bump.
  *
  * Version. TC_OSD_PROTO_VERSION travels in every handshake message (the
  * messenger's TC_PROTO_VERSION, frame.h): a peer of another version is
@@ -123,6 +142,11 @@ _Static_assert(TC_OSD_PROTO_VERSION == TC_PROTO_VERSION, "the handshake carries 
 #define TC_OSD_MAX_OP_SECTORS 64
 #define TC_OSD_MAX_OP_BYTES (TC_OSD_MAX_OP_SECTORS * 4096)
 
+/* Header flags of the OSD protocol (tc_frame_hdr.flags): the messenger
+ * owns bit 0 (TC_FRAME_REPLY, frame.h) and leaves the others alone. */
+#define TC_OSD_FLAG_FUA 0x0100u   /* request: durable before the reply; reply: it is */
+_Static_assert((TC_OSD_FLAG_FUA & TC_FRAME_REPLY) == 0, "FUA is not the messenger's bit");
+
 /* The condition of a WRITE_IF (little-endian, packed), before the data. */
 struct tc_osd_write_if {
   uint64_t hash;         /* XXH3-64 of the stored sector (when present) */
@@ -133,7 +157,7 @@ struct tc_osd_write_if {
 #define TC_OSD_HDR_HEAD \
   uint32_t magic;       /* the messenger's */ \
   uint16_t opcode;      /* enum tc_osd_op */ \
-  uint16_t flags;       /* the messenger's */ \
+  uint16_t flags;       /* the messenger's bit 0, TC_OSD_FLAG_* */ \
   uint64_t req_id       /* the messenger's */
 #define TC_OSD_HDR_TAIL \
   uint64_t checksum;    /* the messenger's */ \
