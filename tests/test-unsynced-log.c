@@ -218,10 +218,45 @@ out:
   free(c);
 }
 
+/* A FUA write acknowledged durable (tc_ulog_add_durable) is not kept, but
+ * it cuts and patches the older entries it covers as a kept one would: a
+ * replay after an OSD loss must not bring back the bytes it replaced. */
+static void
+test_durable(void)
+{
+  struct tc_ulog log = { .alloc = test_alloc };
+  uint8_t *a = pattern(4 * S, 0xaa), *b = pattern(S, 0xbb), *c = pattern(100, 0xcc);
+  CHECK(a && b && c, "memory");
+  if (!a || !b || !c)
+    goto out;
+  CHECK(write_acked(&log, 1, 0, 4 * S, a, false) == 0, "write A (unsynced)");
+  struct tc_ulog_entry *e = tc_ulog_reserve(&log, 1, S, S, true, false);
+  CHECK(e && tc_ulog_add_durable(&log, e, b) == 0, "FUA write B inside A, durable");
+  CHECK(count(&log) == 2 && log.bytes == 3 * S && sum_len(&log) == log.bytes, "A cut around B, B not kept (%zu)",
+        count(&log));
+  CHECK(byte_after_replay(&log, 0) == 0xaa && byte_after_replay(&log, S) == -1 && byte_after_replay(&log, 2 * S) == 0xaa,
+        "a replay rewrites A around B, never over it");
+  e = tc_ulog_reserve(&log, 1, 2 * S + 10, 100, true, true);
+  CHECK(e && tc_ulog_add_durable(&log, e, c) == 0, "FUA partial write C over A's tail, durable");
+  CHECK(count(&log) == 2 && byte_after_replay(&log, 2 * S + 10) == 0xcc && byte_after_replay(&log, 2 * S + 9) == 0xaa,
+        "A's tail patched with C's bytes, C not kept");
+  uint64_t seq = log.seq;
+  e = tc_ulog_reserve(&log, 1, 0, 4 * S, false, false);
+  CHECK(e && tc_ulog_add_durable(&log, e, NULL) == 0 && count(&log) == 0 && log.bytes == 0,
+        "a durable DELETE over everything leaves nothing to replay");
+  CHECK(log.seq > seq, "sequence numbers go on");
+out:
+  tc_ulog_clear(&log);
+  free(a);
+  free(b);
+  free(c);
+}
+
 int
 main(void)
 {
   test_keeps_newest();
+  test_durable();
   test_record_reserved();
   test_split_without_memory();
   return DONE();

@@ -75,9 +75,51 @@ cluster_cop_free(struct cop *cop)
 }
 
 static void
+fua_sync_done(struct tc_objop *sop)
+{
+  struct tc_objop *op = sop->opaque;
+  op->result = sop->result;
+  free(sop);
+  op->done(op);
+}
+
+/* A FUA write an OSD from before FUA took as a plain write (osd_proto.h,
+ * "Old peers"): complete op once a SYNC of every OSD written since the
+ * last flush made it durable (what NBD's emulated FUA did). The set of
+ * written OSDs stays for the next flush. -1: out of memory. */
+static int
+fua_sync_start(struct tc_cluster *cl, struct tc_objop *op)
+{
+  struct tc_objop *sop = calloc(1, sizeof *sop);
+  struct cop *c = calloc(1, sizeof *c);
+  if (!sop || !c) {
+    free(sop);
+    free(c);
+    return -1;
+  }
+  *sop = (struct tc_objop) { .code = TC_OBJ_SYNC, .done = fua_sync_done, .opaque = op };
+  c->cl = cl;
+  c->op = sop;
+  c->internal = true;
+  c->deadline = tc_now_ms() + cl->op_timeout_ms;
+  STAT_INC(cl, ops);
+  cluster_cop_start_sync(c, false);
+  return 0;
+}
+
+static void
 cop_complete(struct cop *cop)
 {
   struct tc_cluster *cl = cop->cl;
+  if (cop->op && cop->op->code != TC_OBJ_SYNC && cop->fua_sync && !cop->error && !cl->stopping) {
+    struct tc_objop *op = cop->op;
+    cluster_cop_free(cop);
+    if (fua_sync_start(cl, op) < 0) {
+      op->result = -ENOMEM;
+      op->done(op);
+    }
+    return;
+  }
   if (cop->op && cop->op->code == TC_OBJ_SYNC && cop->resync && !cop->error && !cl->stopping &&
       tc_now_ms() < cop->deadline) {
     cluster_replay_then_sync(cop);
@@ -189,15 +231,21 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
                  sr->len / TC_SECTOR);
     }
     else {
-      if (dirty_add(cl, sr->osd) < 0) {
+      /* FUA answered with the flag: durable on its replicas, so neither a
+       * flush nor a replay owes it anything; older log entries it covers
+       * are cut all the same (a replay must not undo it). */
+      bool durable = (op->flags & TC_OBJ_FUA) && (req->reply.flags & TC_OSD_FLAG_FUA);
+      if (!durable && dirty_add(cl, sr->osd) < 0) {
         tc_err("cluster: out of memory recording a written OSD; the next flush syncs them all");
         cl->dirty_lost = true;
       }
+      if (!durable && (op->flags & TC_OBJ_FUA))
+        cop->fua_sync = true;   /* an OSD from before FUA: sync it ourselves */
       /* The record was reserved before sending: keeping an acknowledged
        * write for replay needs no memory now (tc_ulog_add says when it
        * would have and the write fails instead). */
-      r = tc_ulog_add(&cl->log, sr->rec, op->code != TC_OBJ_DELETE ? (const uint8_t *) op->buf + (sr->off - op->offset)
-                                                                   : NULL);
+      const uint8_t *bytes = op->code != TC_OBJ_DELETE ? (const uint8_t *) op->buf + (sr->off - op->offset) : NULL;
+      r = durable ? tc_ulog_add_durable(&cl->log, sr->rec, bytes) : tc_ulog_add(&cl->log, sr->rec, bytes);
       sr->rec = NULL;
       if (r < 0)
         tc_err("cluster: out of memory keeping an unsynced write of inode 0x%" PRIx64 " for replay: the write fails",
@@ -336,6 +384,8 @@ cluster_sreq_dispatch(struct sreq *sr)
     case TC_OBJ_SYNC:
       break;
     }
+    if ((op->flags & TC_OBJ_FUA) && op->code != TC_OBJ_READ && op->code != TC_OBJ_BITMAP)
+      h->flags |= TC_OSD_FLAG_FUA;
   }
   tc_debug("cluster: send %s inode 0x%" PRIx64 " offset %" PRIu64 " len %u to OSD %" PRIu64 " (sreq %p)",
            tc_osd_op_name(h->opcode), inode, sr->off, sr->len, osd, (void *) sr);

@@ -64,6 +64,8 @@ struct cop {
   uint64_t sync_seq;           /* SYNC: the log entries it covers (seq <= this) */
   int replay_pending;          /* SYNC: replayed writes still in flight */
   bool internal;               /* a replay: op is ours, free it when done */
+  bool fua_sync;               /* a FUA write some OSD answered as a plain one
+                                * (built before FUA): SYNC before completing */
   int nparts;
   struct sreq *parts;
   /* listing */

@@ -8,7 +8,12 @@
  * any bytes inside one object; WRITE_IF: exactly one sector). A submitted
  * operation completes exactly once by calling op->done(op), from any thread,
  * with op->result = 0 or a negative errno. submit() itself never blocks for
- * I/O (it may wait for back-pressure). */
+ * I/O (it may wait for back-pressure).
+ *
+ * TC_OBJ_FUA in flags (WRITE, WRITE_PARTIAL, WRITE_IF, DELETE): the
+ * operation completes only once it is durable, as if a SYNC had followed
+ * it, but without syncing anything else (the cluster client: the OSD
+ * protocol's FUA, osd_proto.h). Stores without a cache may ignore it. */
 #ifndef TROMCHO_OBJSTORE_H
 #define TROMCHO_OBJSTORE_H
 #include <stdbool.h>
@@ -40,10 +45,13 @@ struct tc_objop {
   bool if_present;        /* WRITE_IF: whether it was present */
   uint64_t min_rev;       /* READ: served once the OSD's image records are at
                            * least at this KV revision (the fence), 0: any */
+  unsigned flags;         /* TC_OBJ_FUA */
   int result;
   void (*done)(struct tc_objop *op);
   void *opaque;           /* the submitter's */
 };
+
+#define TC_OBJ_FUA 1u     /* flags: durable when it completes */
 
 struct tc_objstore {
   /* Returns 0 once the operation is queued (it will complete through done),
@@ -51,6 +59,18 @@ struct tc_objstore {
   int (*submit)(void *ctx, struct tc_objop *op);
   void *ctx;
 };
+
+/* An object store that submits through *inner with flags added to every
+ * write-type operation (WRITE, WRITE_PARTIAL, WRITE_IF, DELETE), reads
+ * untouched: for a caller that hands an object store to code it does not
+ * own (image_integrity.c) and wants all its writes FUA. f is the storage
+ * (it and *inner outlive the returned store's use). */
+struct tc_objstore_flagged {
+  const struct tc_objstore *inner;
+  unsigned flags;
+};
+struct tc_objstore tc_objstore_with_flags(struct tc_objstore_flagged *f, const struct tc_objstore *inner,
+                                          unsigned flags);
 
 /* Called before the i-th of n operations is submitted (progress). */
 typedef void (*tc_objstore_progress_fn)(void *arg, size_t i, size_t n);

@@ -59,3 +59,21 @@ tc_objstore_run(const struct tc_objstore *os, struct tc_objop *ops, size_t n, si
   pthread_cond_destroy(&w.cond);
   return e;
 }
+
+static int
+flagged_submit(void *ctx, struct tc_objop *op)
+{
+  const struct tc_objstore_flagged *f = ctx;
+  if (op->code == TC_OBJ_WRITE || op->code == TC_OBJ_WRITE_PARTIAL || op->code == TC_OBJ_WRITE_IF ||
+      op->code == TC_OBJ_DELETE)
+    op->flags |= f->flags;
+  return f->inner->submit(f->inner->ctx, op);
+}
+
+struct tc_objstore
+tc_objstore_with_flags(struct tc_objstore_flagged *f, const struct tc_objstore *inner, unsigned flags)
+{
+  f->inner = inner;
+  f->flags = flags;
+  return (struct tc_objstore) { .submit = flagged_submit, .ctx = f };
+}

@@ -148,8 +148,9 @@ log_cut(struct tc_ulog *log, struct tc_ulog_entry *u, uint64_t off, uint64_t end
   return 0;
 }
 
-int
-tc_ulog_add(struct tc_ulog *log, struct tc_ulog_entry *n, const void *data)
+/* Cut or patch the entries older than n where n covers them; n->seq taken. */
+static int
+log_supersede(struct tc_ulog *log, struct tc_ulog_entry *n, const void *data)
 {
   uint64_t off = n->offset, end = off + n->len;
   int r = 0;
@@ -183,6 +184,13 @@ tc_ulog_add(struct tc_ulog *log, struct tc_ulog_entry *n, const void *data)
       r = -ENOMEM;
   }
   n->seq = ++log->seq;
+  return r;
+}
+
+int
+tc_ulog_add(struct tc_ulog *log, struct tc_ulog_entry *n, const void *data)
+{
+  int r = log_supersede(log, n, data);
   n->next = NULL;
   n->prev = log->tail;
   if (log->tail)
@@ -191,6 +199,14 @@ tc_ulog_add(struct tc_ulog *log, struct tc_ulog_entry *n, const void *data)
     log->head = n;
   log->tail = n;
   log->bytes += n->len;
+  return r;
+}
+
+int
+tc_ulog_add_durable(struct tc_ulog *log, struct tc_ulog_entry *n, const void *data)
+{
+  int r = log_supersede(log, n, data);
+  tc_ulog_release(n);
   return r;
 }
 

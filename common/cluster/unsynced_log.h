@@ -52,6 +52,11 @@ void tc_ulog_release(struct tc_ulog_entry *e);
  * entry could be neither cut nor patched: it is then kept whole and the
  * caller must fail the write (its bytes are not guaranteed after a replay). */
 int tc_ulog_add(struct tc_ulog *log, struct tc_ulog_entry *e, const void *data);
+/* The same for a write acknowledged durable (FUA): it needs no replay, so
+ * it is not kept, but older entries are cut (or patched) exactly as above:
+ * a replay must not bring back what the durable write replaced. Takes e
+ * (always). Returns 0 or -ENOMEM as tc_ulog_add. */
+int tc_ulog_add_durable(struct tc_ulog *log, struct tc_ulog_entry *e, const void *data);
 /* A SYNC covering seq <= upto succeeded: forget those. */
 void tc_ulog_trim(struct tc_ulog *log, uint64_t upto);
 /* Forget everything (the client is going away). */
