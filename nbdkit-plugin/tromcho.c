@@ -134,6 +134,7 @@ tromcho_dump_plugin(void)
   printf("tromcho_xts=gnutls\n");
   printf("tromcho_multi_conn=yes\n");
   printf("tromcho_block_size=1/4096/33554432\n");
+  printf("tromcho_fua=native\n");
 }
 
 /* Threads must start after nbdkit daemonizes. */
@@ -254,8 +255,10 @@ tromcho_can_multi_conn(void *handle)
 static int
 tromcho_can_fua(void *handle)
 {
-  /* FUA = write, then a cluster-wide flush: let nbdkit do it. */
-  return NBDKIT_FUA_EMULATE;
+  /* A FUA write is made durable on its own replicas only (the OSD
+   * protocol's FUA flag), not by a flush of everything dirty on every OSD
+   * as nbdkit's emulation would. */
+  return NBDKIT_FUA_NATIVE;
 }
 
 static int
@@ -304,7 +307,18 @@ static int
 tromcho_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset, uint32_t flags)
 {
   double t0 = tc_metrics_now();
-  return done(TC_FE_WRITE, count, t0, tc_image_write(handle, buf, count, offset));
+  return done(TC_FE_WRITE, count, t0,
+              tc_image_write_flags(handle, buf, count, offset, flags & NBDKIT_FLAG_FUA ? TC_IMAGE_FUA : 0));
+}
+
+/* FUA on a trim or a zero (rare: Linux sends it with writes only): the
+ * operation, then a flush. */
+static int
+fua_flush(void *handle, uint32_t flags, int r)
+{
+  if (r < 0 || !(flags & NBDKIT_FLAG_FUA))
+    return r;
+  return tc_image_flush(handle);
 }
 
 static int
@@ -318,7 +332,7 @@ static int
 tromcho_trim(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
   double t0 = tc_metrics_now();
-  return done(TC_FE_TRIM, count, t0, tc_image_trim(handle, count, offset));
+  return done(TC_FE_TRIM, count, t0, fua_flush(handle, flags, tc_image_trim(handle, count, offset)));
 }
 
 static int
@@ -330,7 +344,7 @@ tromcho_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
     return -1;
   }
   double t0 = tc_metrics_now();
-  return done(TC_FE_ZERO, count, t0, tc_image_zero(handle, count, offset, may_trim));
+  return done(TC_FE_ZERO, count, t0, fua_flush(handle, flags, tc_image_zero(handle, count, offset, may_trim)));
 }
 
 static int

@@ -221,7 +221,7 @@ out:
 
 /* Write whole sectors [off, off+len) from buf to layer 0, encrypting. */
 int
-image_write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint64_t len)
+image_write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint64_t len, unsigned flags)
 {
   struct layer *ly = &img->layers[0];
   uint8_t *src = (uint8_t *) buf;   /* objstore writes do not modify buf */
@@ -239,10 +239,16 @@ image_write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint
       goto out;
     src = bounce;
   }
-  if (ly->integ)
-    r = tc_integrity_write(ly->integ, &img->os, img->block_size, off, len, src);
+  if (ly->integ) {
+    /* Its tag writes carry the flags too: data and tags durable for FUA. */
+    struct tc_objstore_flagged f;
+    struct tc_objstore os = tc_objstore_with_flags(&f, &img->os, flags);
+    r = tc_integrity_write(ly->integ, &os, img->block_size, off, len, src);
+  }
   else {
     int n = make_chunks(img, ops, TC_OBJ_WRITE, ly->inode, off, len, src, NULL, 0);
+    for (int i = 0; i < n; i++)
+      ops[i].flags = flags;
     r = image_run_ops(img, ops, n, "write");
   }
 out:
@@ -527,6 +533,7 @@ struct io {
   void *rbuf;
   uint64_t len, off;
   bool may_trim;
+  unsigned flags;          /* writes: TC_IMAGE_FUA */
   uint64_t pos;            /* extents: the window */
   uint8_t *alloc;
   struct tc_objop *ops;
@@ -564,11 +571,11 @@ tc_image_read(struct tc_image *img, void *buf, uint64_t len, uint64_t off)
 
 /* Write with the sector range already locked. buf == NULL writes zeros. */
 static int
-write_locked(struct tc_image *img, const void *buf, uint64_t len, uint64_t off)
+write_locked(struct tc_image *img, const void *buf, uint64_t len, uint64_t off, unsigned flags)
 {
   if (buf && off % SECTOR == 0 && len % SECTOR == 0)
-    return image_write_sectors(img, buf, off, len);
-  return image_write_partial(img, buf, len, off);
+    return image_write_sectors(img, buf, off, len, flags);
+  return image_write_partial(img, buf, len, off, flags);
 }
 
 static int
@@ -578,7 +585,7 @@ write_body(struct tc_image *img, void *arg)
   uint64_t a0 = a->off / SECTOR * SECTOR, a1 = (a->off + a->len + SECTOR - 1) / SECTOR * SECTOR;
   struct tc_sector_range held;
   tc_sector_lock(img->locks, &held, a0, a1);
-  int r = write_locked(img, a->wbuf, a->len, a->off);
+  int r = write_locked(img, a->wbuf, a->len, a->off, a->flags);
   int e = errno;
   tc_sector_unlock(img->locks, &held);
   errno = e;
@@ -586,14 +593,20 @@ write_body(struct tc_image *img, void *arg)
 }
 
 int
-tc_image_write(struct tc_image *img, const void *buf, uint64_t len, uint64_t off)
+tc_image_write_flags(struct tc_image *img, const void *buf, uint64_t len, uint64_t off, unsigned flags)
 {
   if (check_range(img, len, off, true) < 0)
     return -1;
   if (len == 0)
     return 0;
-  struct io a = { .wbuf = buf, .len = len, .off = off };
+  struct io a = { .wbuf = buf, .len = len, .off = off, .flags = flags & TC_IMAGE_FUA };
   return run_io(img, write_body, &a);
+}
+
+int
+tc_image_write(struct tc_image *img, const void *buf, uint64_t len, uint64_t off)
+{
+  return tc_image_write_flags(img, buf, len, off, 0);
 }
 
 int
@@ -633,7 +646,7 @@ zero_sectors(struct tc_image *img, uint64_t off, uint64_t len, bool may_trim)
   int r = 0;
   for (uint64_t pos = off; pos < off + len && r == 0; pos += step) {
     uint64_t n = off + len - pos < step ? off + len - pos : step;
-    r = image_write_sectors(img, zeros, pos, n);
+    r = image_write_sectors(img, zeros, pos, n, 0);
   }
   free(zeros);
   return r;
@@ -651,14 +664,14 @@ zero_body(struct tc_image *img, void *arg)
   tc_sector_lock(img->locks, &held, a0, a1);
   int r = 0;
   if (w0 >= w1)   /* inside one sector, or two partial ones */
-    r = write_locked(img, NULL, len, off);
+    r = write_locked(img, NULL, len, off, 0);
   else {
     if (off < w0)
-      r = write_locked(img, NULL, w0 - off, off);
+      r = write_locked(img, NULL, w0 - off, off, 0);
     if (r == 0)
       r = zero_sectors(img, w0, w1 - w0, a->may_trim);
     if (r == 0 && w1 < off + len)
-      r = write_locked(img, NULL, off + len - w1, w1);
+      r = write_locked(img, NULL, off + len - w1, w1, 0);
   }
   int e = errno;
   tc_sector_unlock(img->locks, &held);

@@ -75,6 +75,11 @@ void tc_image_set_revoked(struct tc_image *img, const char *why);
  * the image fail with EINVAL (ENOSPC for writes). */
 int tc_image_read(struct tc_image *img, void *buf, uint64_t len, uint64_t offset);
 int tc_image_write(struct tc_image *img, const void *buf, uint64_t len, uint64_t offset);
+/* tc_image_write with flags: TC_IMAGE_FUA returns only once the bytes
+ * written (and on an authenticated image their tags) are durable, as if a
+ * flush followed, without flushing any other write (objstore.h, TC_OBJ_FUA). */
+#define TC_IMAGE_FUA TC_OBJ_FUA
+int tc_image_write_flags(struct tc_image *img, const void *buf, uint64_t len, uint64_t offset, unsigned flags);
 /* Make every completed write durable. */
 int tc_image_flush(struct tc_image *img);
 /* Make the range read as zeros. Whole sectors are deallocated when no parent

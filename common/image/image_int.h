@@ -52,11 +52,12 @@ int image_layer_crypt(struct layer *l, bool encrypt, uint64_t sector, const void
 int image_run_ops(struct tc_image *img, struct tc_objop *ops, int n, const char *what);
 /* Read whole sectors [off, off+len) into buf, decrypted, through the layers. */
 int image_read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t len);
-/* Write whole sectors [off, off+len) from buf to layer 0, encrypting. */
-int image_write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint64_t len);
+/* Write whole sectors [off, off+len) from buf to layer 0, encrypting;
+ * flags (TC_OBJ_FUA) go on every object write. */
+int image_write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint64_t len, unsigned flags);
 /* Write [off, off+len), not sector-aligned, with the sectors locked in this
  * process: partial sectors through the store's serialisation point
  * (image_partial.c). buf NULL writes zeros. */
-int image_write_partial(struct tc_image *img, const uint8_t *buf, uint64_t len, uint64_t off);
+int image_write_partial(struct tc_image *img, const uint8_t *buf, uint64_t len, uint64_t off, unsigned flags);
 
 #endif

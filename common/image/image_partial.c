@@ -39,7 +39,8 @@ now_ms(void)
 /* Put len bytes of data (NULL: zeros) at byte `at` of the sector at s_off,
  * as a conditional write of the whole sector. */
 static int
-write_sector_if(struct tc_image *img, uint64_t s_off, uint64_t at, const uint8_t *data, uint64_t len)
+write_sector_if(struct tc_image *img, uint64_t s_off, uint64_t at, const uint8_t *data, uint64_t len,
+                unsigned flags)
 {
   struct layer *l0 = &img->layers[0];
   uint8_t *raw = aligned_alloc(SECTOR, SECTOR), *plain = aligned_alloc(SECTOR, SECTOR);
@@ -86,7 +87,7 @@ write_sector_if(struct tc_image *img, uint64_t s_off, uint64_t at, const uint8_t
     else
       memcpy(out, plain, SECTOR);
     struct tc_objop wr = { .code = TC_OBJ_WRITE_IF, .inode = l0->inode, .offset = s_off, .len = SECTOR, .buf = out,
-                           .if_hash = hash, .if_present = present };
+                           .if_hash = hash, .if_present = present, .flags = flags };
     if (image_run_ops(img, &wr, 1, "partial write") == 0) {
       r = 0;
       goto done;
@@ -118,7 +119,7 @@ done:
  * sector lock the caller holds. Authenticated images have one writer
  * process (common/README.md). */
 static int
-write_partial_integrity(struct tc_image *img, const uint8_t *buf, uint64_t len, uint64_t off)
+write_partial_integrity(struct tc_image *img, const uint8_t *buf, uint64_t len, uint64_t off, unsigned flags)
 {
   uint64_t a0 = off / SECTOR * SECTOR, a1 = (off + len + SECTOR - 1) / SECTOR * SECTOR;
   uint8_t *tmp = aligned_alloc(SECTOR, a1 - a0);
@@ -130,7 +131,7 @@ write_partial_integrity(struct tc_image *img, const uint8_t *buf, uint64_t len, 
       memcpy(tmp + (off - a0), buf, len);
     else
       memset(tmp + (off - a0), 0, len);
-    r = image_write_sectors(img, tmp, a0, a1 - a0);
+    r = image_write_sectors(img, tmp, a0, a1 - a0, flags);
   }
   tc_wipe(tmp, a1 - a0);
   free(tmp);
@@ -138,10 +139,10 @@ write_partial_integrity(struct tc_image *img, const uint8_t *buf, uint64_t len, 
 }
 
 int
-image_write_partial(struct tc_image *img, const uint8_t *buf, uint64_t len, uint64_t off)
+image_write_partial(struct tc_image *img, const uint8_t *buf, uint64_t len, uint64_t off, unsigned flags)
 {
   if (img->layers[0].integ)
-    return write_partial_integrity(img, buf, len, off);
+    return write_partial_integrity(img, buf, len, off, flags);
   uint64_t end = off + len;
   uint64_t w0 = (off + SECTOR - 1) / SECTOR * SECTOR, w1 = end / SECTOR * SECTOR;
   /* The partial pieces: at most one at each end (one if it is all inside
@@ -165,13 +166,13 @@ image_write_partial(struct tc_image *img, const uint8_t *buf, uint64_t len, uint
   if (w0 < w1) {   /* whole sectors in the middle */
     int r;
     if (buf)
-      r = image_write_sectors(img, buf + (w0 - off), w0, w1 - w0);
+      r = image_write_sectors(img, buf + (w0 - off), w0, w1 - w0, flags);
     else {
       uint8_t *zeros = aligned_alloc(SECTOR, w1 - w0);
       if (!zeros)
         return tc_error(ENOMEM, "image write: out of memory");
       memset(zeros, 0, w1 - w0);
-      r = image_write_sectors(img, zeros, w0, w1 - w0);
+      r = image_write_sectors(img, zeros, w0, w1 - w0, flags);
       free(zeros);
     }
     if (r < 0)
@@ -185,14 +186,14 @@ image_write_partial(struct tc_image *img, const uint8_t *buf, uint64_t len, uint
     for (int i = 0; i < np; i++)
       ops[i] = (struct tc_objop) { .code = TC_OBJ_WRITE_PARTIAL, .inode = img->layers[0].inode, .offset = poff[i],
                                    .len = (uint32_t) plen[i],
-                                   .buf = buf ? (uint8_t *) buf + (poff[i] - off) : zeros };
+                                   .buf = buf ? (uint8_t *) buf + (poff[i] - off) : zeros, .flags = flags };
     int r = image_run_ops(img, ops, np, "partial write");
     free(zeros);
     return r;
   }
   for (int i = 0; i < np; i++) {
     uint64_t s_off = poff[i] / SECTOR * SECTOR;
-    if (write_sector_if(img, s_off, poff[i] - s_off, buf ? buf + (poff[i] - off) : NULL, plen[i]) < 0)
+    if (write_sector_if(img, s_off, poff[i] - s_off, buf ? buf + (poff[i] - off) : NULL, plen[i], flags) < 0)
       return -1;
   }
   return 0;
