@@ -136,6 +136,9 @@ wop_sub_done(struct tc_msgr_req *req, int err, void *arg)
     }
     tc_warn("osd %" PRIu64 ": osd %" PRIu64 " took a FUA write without syncing and cannot be synced now",
             o->osd_num, w->osds[i]);
+    struct osd_peer *peer = osd_peer_get(o, w->osds[i]);
+    if (peer)
+      peer->dirty = true;   /* not counted; the next SYNC covers it as any plain write */
   }
   else
     w->acks++;
