@@ -7,11 +7,12 @@
  *
  *   osd-client [tromcho options] COMMAND [args]
  *   raw OP --host H --port P [--inode I] [--offset O] [--len L] [--version V] [--hex-payload HEX]
- *          [--inode-last I] [--pool P] [--pg N --pg-count C] [--epoch E] [--bitmap B]
+ *          [--inode-last I] [--pool P] [--pg N --pg-count C] [--epoch E] [--bitmap B] [--fua]
  *       one request to one OSD, built in its operation's view of osd_proto.h (data
  *       ops: inode offset len version; SEC_LIST: inode..inode-last, pg of pg-count;
- *       SEC_LOCK: pool, pg of pg-count, epoch); prints "status=S (text) version=V
- *       bitmap=B len=L".
+ *       SEC_LOCK: pool, pg of pg-count, epoch; --fua: TC_OSD_FLAG_FUA); prints
+ *       "status=S (text) version=V bitmap=B len=L", then " fua" if the reply
+ *       carries TC_OSD_FLAG_FUA.
  *   write --inode I --offset O --len L --seed S      pattern write (split per object)
  *   read  --inode I --offset O --len L --seed S      read and check the pattern (--zero: expect zeros)
  *   delete --inode I --offset O --len L
@@ -368,6 +369,8 @@ cmd_raw(int argc, char **argv)
   default:
     op.req.hdr.opcode = (uint16_t) opc;
   }
+  if (flag(argc, argv, "--fua"))
+    op.req.hdr.flags = TC_OSD_FLAG_FUA;
   op.req.iov = op.iov.iov_len ? &op.iov : NULL;
   op.req.iovcnt = op.iov.iov_len ? 1 : 0;
   timeout_s = 0;   /* no retries */
@@ -386,8 +389,9 @@ cmd_raw(int argc, char **argv)
   while (!op.done)
     tc_evloop_run_once(loop, 100);
   const union tc_osd_hdr rh = tc_osd_hdr_of(&op.req.reply);
-  printf("status=%d (%s) version=%" PRIu64 " bitmap=%#" PRIx64 " len=%" PRIu32 "\n", op.status,
-         op.status < 0 ? strerror(-op.status) : "ok", rh.reply.version, rh.reply.bitmap, op.req.reply.len);
+  printf("status=%d (%s) version=%" PRIu64 " bitmap=%#" PRIx64 " len=%" PRIu32 "%s\n", op.status,
+         op.status < 0 ? strerror(-op.status) : "ok", rh.reply.version, rh.reply.bitmap, op.req.reply.len,
+         op.req.reply.flags & TC_OSD_FLAG_FUA ? " fua" : "");
   if (op.req.reply_payload && op.req.reply.len && flag(argc, argv, "--print"))
     printf("%.*s\n", (int) op.req.reply.len, (char *) op.req.reply_payload);
   free(op.req.reply_payload);
