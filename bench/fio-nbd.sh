@@ -14,7 +14,11 @@
 #   write-1m-qd4        fresh
 #   read-1m-qd4         fresh
 #   randwrite-4k-qd1, randwrite-4k-qd32, randwrite-4k-qd1-fsync (a flush
-#                       after each write: fio --fsync=1), randread-4k-*
+#                       after each write: fio --fsync=1),
+#                       randwrite-4k-qd1-fua (each write with NBD's FUA
+#                       flag: bench/nbd-fua.py, as fio's nbd engine has no
+#                       FUA; on a FILE, fio --sync=1: O_SYNC writes, the
+#                       block layer's FUA), randread-4k-*
 #   write-1m-qd4-frag   after the 4 KiB random writes ("fragmented": the
 #                       store's copy-on-write sectors scattered)
 #   read-1m-qd4-frag    likewise
@@ -27,6 +31,7 @@ profiles=(
   "randwrite-4k-qd1   --rw=randwrite --bs=4k --iodepth=1"
   "randwrite-4k-qd32  --rw=randwrite --bs=4k --iodepth=32"
   "randwrite-4k-qd1-fsync --rw=randwrite --bs=4k --iodepth=1 --fsync=1"
+  "randwrite-4k-qd1-fua --rw=randwrite --bs=4k --iodepth=1 --sync=1"
   "randread-4k-qd1    --rw=randread --bs=4k --iodepth=1"
   "randread-4k-qd32   --rw=randread --bs=4k --iodepth=32"
   "write-1m-qd4-frag  --rw=write --bs=1M --iodepth=4"
@@ -50,6 +55,12 @@ for p in "${profiles[@]}"; do
   if [ "$name" = prefill ]; then
     # shellcheck disable=SC2086
     fio --name=prefill "${engine[@]}" --size="$size" $args >/dev/null 2>&1
+    continue
+  fi
+  if [ "$name" = randwrite-4k-qd1-fua ] && [ "${engine[0]}" = --ioengine=nbd ]; then
+    # fio's nbd engine cannot set FUA: a small nbdsh-style loop does
+    /usr/bin/python3 "$(dirname "$0")/nbd-fua.py" "$label" "$name" "$target" "$secs" \
+      "$(numfmt --from=iec "$size")"
     continue
   fi
   # shellcheck disable=SC2086
