@@ -24,6 +24,7 @@ struct memstore {
   pthread_mutex_t lock;      /* the sectors and counters */
   struct sector *buckets[NBUCKETS];
   unsigned long counts[TC_OBJ_WRITE_IF + 1];
+  unsigned long writes[2];   /* write-type ops without / with TC_OBJ_FUA */
   pthread_mutex_t qlock;     /* the queue of submitted ops */
   pthread_cond_t qcond;
   struct queued *head, **tail;
@@ -50,6 +51,7 @@ apply_partial(struct memstore *m, struct tc_objop *op)
     return -EINVAL;
   pthread_mutex_lock(&m->lock);
   m->counts[op->code]++;
+  m->writes[(op->flags & TC_OBJ_FUA) != 0]++;
   if (op->code == TC_OBJ_WRITE_IF) {
     struct sector *s = *find(m, op->inode, a0);
     if ((s != NULL) != op->if_present || (s && tc_xxh3_64(s->data, TC_SECTOR) != op->if_hash)) {
@@ -85,6 +87,8 @@ apply(struct memstore *m, struct tc_objop *op)
   uint64_t first = op->offset / TC_SECTOR, n = op->len / TC_SECTOR;
   pthread_mutex_lock(&m->lock);
   m->counts[op->code]++;
+  if (op->code == TC_OBJ_WRITE || op->code == TC_OBJ_DELETE)
+    m->writes[(op->flags & TC_OBJ_FUA) != 0]++;
   for (uint64_t i = 0; i < n; i++) {
     struct sector **p = find(m, op->inode, first + i);
     uint8_t *buf = op->buf ? (uint8_t *) op->buf + i * TC_SECTOR : NULL;
@@ -236,6 +240,15 @@ memstore_ops(struct memstore *m, enum tc_objop_code code)
 {
   pthread_mutex_lock(&m->lock);
   unsigned long n = m->counts[code];
+  pthread_mutex_unlock(&m->lock);
+  return n;
+}
+
+unsigned long
+memstore_writes(struct memstore *m, bool fua)
+{
+  pthread_mutex_lock(&m->lock);
+  unsigned long n = m->writes[fua];
   pthread_mutex_unlock(&m->lock);
   return n;
 }

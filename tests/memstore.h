@@ -19,4 +19,7 @@ bool memstore_contains(struct memstore *m, const void *needle, size_t len);
 void memstore_set_delay(struct memstore *m, unsigned usec);
 /* Counters. */
 unsigned long memstore_ops(struct memstore *m, enum tc_objop_code code);
+/* Write-type operations (WRITE, WRITE_PARTIAL, WRITE_IF, DELETE) applied
+ * with TC_OBJ_FUA (fua true) or without. */
+unsigned long memstore_writes(struct memstore *m, bool fua);
 #endif

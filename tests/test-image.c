@@ -275,6 +275,57 @@ test_switch(void)
   free(got);
 }
 
+/* tc_image_write_flags(TC_IMAGE_FUA): every object write of the call
+ * carries TC_OBJ_FUA (aligned, unaligned, across objects; plain: WRITE and
+ * WRITE_PARTIAL; encrypted: WRITE_IF; authenticated: the tag sectors too),
+ * a plain tc_image_write none; the bytes are right either way. */
+static void
+test_fua(void)
+{
+  const uint64_t size = 4 * MiB;
+  struct memstore *ms = memstore_new();
+  struct tc_objstore os = memstore_objstore(ms);
+  struct tc_layer_desc kinds[3] = { layer(60, 0), layer(61, 9), layer(62, 10) };
+  kinds[2].integrity = true;
+  kinds[2].name = "integ";
+  const char *what[3] = { "plain", "encrypted", "authenticated" };
+  uint8_t *buf = malloc(MiB), *got = malloc(MiB);
+  CHECK(ms && buf && got, "memory");
+  if (!ms || !buf || !got)
+    goto out;
+  for (int k = 0; k < 3; k++) {
+    struct tc_image *img = tc_image_new(&os, BS, size, &kinds[k], 1, false);
+    CHECK(img != NULL, "%s: open: %s", what[k], tc_last_error());
+    if (!img)
+      continue;
+    static const struct { uint64_t off, len; } w[] = { { 0, 4096 }, { BS - 4096, 8192 }, { 12345, 100 },
+                                                       { 4095, 2 }, { 3 * BS + 7, 300000 } };
+    unsigned long plain0 = memstore_writes(ms, false), fua0 = memstore_writes(ms, true);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+      for (uint64_t j = 0; j < w[i].len; j++)
+        buf[j] = (uint8_t) (tl_xorshift(&rng) >> 24);
+      CHECK(tc_image_write_flags(img, buf, w[i].len, w[i].off, TC_IMAGE_FUA) == 0 &&
+            tc_image_read(img, got, w[i].len, w[i].off) == 0 && memcmp(buf, got, w[i].len) == 0,
+            "%s: FUA write %zu reads back: %s", what[k], i, tc_last_error());
+    }
+    unsigned long fua = memstore_writes(ms, true) - fua0, plain = memstore_writes(ms, false) - plain0;
+    CHECK(fua > 0 && plain == 0, "%s: every object write of a FUA write carries FUA (%lu with, %lu without)", what[k],
+          fua, plain);
+    fua0 = memstore_writes(ms, true);
+    plain0 = memstore_writes(ms, false);
+    CHECK(tc_image_write(img, buf, 5000, 9000) == 0, "%s: plain write", what[k]);
+    CHECK(memstore_writes(ms, true) == fua0 && memstore_writes(ms, false) > plain0, "%s: a plain write carries no FUA",
+          what[k]);
+    tc_image_free(img);
+  }
+  CHECK(memstore_ops(ms, TC_OBJ_WRITE_PARTIAL) > 0 && memstore_ops(ms, TC_OBJ_WRITE_IF) > 0,
+        "FUA reached WRITE_PARTIAL and WRITE_IF");
+out:
+  memstore_free(ms);
+  free(buf);
+  free(got);
+}
+
 int
 main(void)
 {
@@ -429,5 +480,6 @@ main(void)
   free(child);
   free(base);
   test_switch();
+  test_fua();
   return DONE();
 }
