@@ -103,13 +103,73 @@ struct tc_store_pending {
 };
 enum { TC_STORE_PEND_WRITE, TC_STORE_PEND_DELETE, TC_STORE_PEND_TOMBSTONE };
 
+/* --- journal (store_journal.c; store.md, "The journal") --- */
+#define TC_STORE_JMAGIC 0x4e4a4354u    /* "TCJN" */
+/* A batch: this header, then len bytes of entries. csum is XXH3-64 of the
+ * header before it, chained with the entries; uuid is the store's, gen the
+ * generation the metadata names (info "journal_gen"), seq 1, 2, ... */
+struct tc_store_jhdr {
+  uint32_t magic;
+  uint32_t nent;
+  uint32_t len;
+  uint32_t reserved;
+  uint64_t gen;
+  uint64_t seq;
+  uint8_t uuid[16];
+  uint64_t reserved2;
+  uint64_t csum;
+};
+/* An entry: a write (then len/4096 checksums and as many u32 data sectors,
+ * padded to 8 bytes) or a delete (TC_STORE_PEND_*) as the store applied it. */
+struct tc_store_jent {
+  uint8_t kind;
+  uint8_t pad[3];
+  uint32_t len;
+  uint64_t inode, offset, version;
+};
+struct tc_store_journal {
+  uint64_t area_off, area_len;   /* where the journal lies in the data file */
+  uint8_t uuid[16];
+  uint64_t gen, seq;             /* the generation, the next batch's number */
+  uint64_t pos;                  /* the next batch's offset in the area */
+  uint8_t *buf;                  /* the next batch: room for its header, then entries */
+  size_t len, cap;
+  uint32_t nent;
+  int off;                       /* replaying: record nothing */
+};
+void tc_store_journal_init(struct tc_store_journal *j, uint64_t area_off, uint64_t area_len,
+                           const uint8_t uuid[16], uint64_t gen);
+void tc_store_journal_destroy(struct tc_store_journal *j);
+/* Record an operation applied to the batch; -1 (ENOMEM). */
+int tc_store_journal_add(struct tc_store_journal *j, int kind, uint64_t inode, uint64_t offset, uint32_t len,
+                         uint64_t version, const uint32_t *locs, const uint64_t *sums);
+/* Whether the recorded operations fit the area as the next batch. */
+int tc_store_journal_fits(const struct tc_store_journal *j);
+/* The next batch, sealed, handed over (free it); NULL if nothing recorded. */
+uint8_t *tc_store_journal_take(struct tc_store_journal *j, size_t *len);
+/* A taken batch of len bytes is durable at pos: advance. */
+void tc_store_journal_written(struct tc_store_journal *j, size_t len);
+/* After a checkpoint: generation gen from offset 0, nothing recorded. */
+void tc_store_journal_restart(struct tc_store_journal *j, uint64_t gen);
+/* Check the batch at p (avail bytes of the area left) numbered seq:
+ * NULL and its length, or why it is not a valid batch (the journal ends). */
+const char *tc_store_journal_batch(const struct tc_store_journal *j, const uint8_t *p, size_t avail,
+                                   uint64_t seq, size_t *batch_len);
+/* Decode the entry at *pp (before end), advancing *pp: NULL, or what is
+ * wrong with it. sums and locs point into the batch. */
+const char *tc_store_journal_entry(const uint8_t **pp, const uint8_t *end, uint32_t block_size,
+                                   struct tc_store_jent *e, const uint64_t **sums, const uint32_t **locs);
+
 struct tc_store {
   pthread_mutex_t lock;
   /* Group commit: a commit flushes with the lock released; meanwhile
    * writes and deletes queue in pending (their data goes to disk at once),
    * every other call waits on idle. */
   pthread_cond_t idle;
-  int committing;
+  int committing;             /* a checkpoint (LMDB commit) is flushing */
+  int jflushing;              /* a journal batch is flushing: writes go on as usual */
+  struct tc_store_journal j;
+  MDB_dbi info;               /* "header", "journal_gen" */
   STAILQ_HEAD(, tc_store_pending) pending;
   uint64_t seq;               /* writes and deletes since open */
   uint64_t durable_seq;       /* of them, those the last commit made durable */
@@ -132,7 +192,8 @@ struct tc_store {
   uint8_t *valbuf;            /* scratch for encoding, tc_store_obj_rec_max_size */
   uint8_t *iobuf;             /* scratch for scrub, one block */
   uint64_t checksum_errors;
-  uint64_t commits;
+  uint64_t commits;           /* durable batches: journal flushes and checkpoints */
+  uint64_t checkpoints;       /* of them, durable LMDB commits */
 };
 
 /* Open the LMDB environment of a store (LMDB creates the file if absent:
