@@ -37,9 +37,76 @@ tc_ulog_release(struct tc_ulog_entry *e)
   free(e);
 }
 
+/* --- the index: entries by (inode, 1 MiB window). Objects are at most
+ * 1 MiB and aligned to their size, so an entry (one object's write) lies
+ * in one window; one that does not is kept on the wide chain, scanned by
+ * every add. The index is only a shortcut: without memory for it every
+ * entry is wide, and the log works as a plain list. */
+#define WIN_SHIFT 20
+
+static size_t
+slot_of(const struct tc_ulog *log, uint64_t inode, uint64_t win)
+{
+  uint64_t h = (inode * 0x9e3779b97f4a7c15ull) ^ (win * 0xc2b2ae3d27d4eb4full);
+  return (size_t) (h ^ (h >> 29)) & (log->nslots - 1);
+}
+
+static struct tc_ulog_entry **
+chain_of(struct tc_ulog *log, struct tc_ulog_entry *e)
+{
+  return e->slot < 0 ? &log->wide : &log->slots[e->slot];
+}
+
+static void
+chain_push(struct tc_ulog *log, struct tc_ulog_entry *e)
+{
+  uint64_t win = e->offset >> WIN_SHIFT;
+  e->slot = -1;
+  if (log->nslots && e->len && (e->offset + e->len - 1) >> WIN_SHIFT == win)
+    e->slot = (long) slot_of(log, e->inode, win);
+  struct tc_ulog_entry **c = chain_of(log, e);
+  e->cprev = NULL;
+  e->cnext = *c;
+  if (*c)
+    (*c)->cprev = e;
+  *c = e;
+}
+
+static void
+chain_pop(struct tc_ulog *log, struct tc_ulog_entry *e)
+{
+  if (e->cprev)
+    e->cprev->cnext = e->cnext;
+  else
+    *chain_of(log, e) = e->cnext;
+  if (e->cnext)
+    e->cnext->cprev = e->cprev;
+}
+
+/* Keep about two entries a slot: a bigger table, everything re-chained.
+ * Without memory the table stays as it is (longer chains). */
+static void
+index_grow(struct tc_ulog *log)
+{
+  if (log->count < 2 * log->nslots)
+    return;
+  size_t n = log->nslots ? 2 * log->nslots : 1024;
+  struct tc_ulog_entry **t = calloc(n, sizeof *t);
+  if (!t)
+    return;
+  free(log->slots);
+  log->slots = t;
+  log->nslots = n;
+  log->wide = NULL;
+  for (struct tc_ulog_entry *u = log->head; u; u = u->next)
+    chain_push(log, u);
+}
+
 static void
 log_unlink(struct tc_ulog *log, struct tc_ulog_entry *u)
 {
+  chain_pop(log, u);
+  log->count--;
   if (u->prev)
     u->prev->next = u->next;
   else
@@ -64,6 +131,8 @@ log_insert_after(struct tc_ulog *log, struct tc_ulog_entry *u, struct tc_ulog_en
     log->tail = e;
   u->next = e;
   log->bytes += e->len;
+  log->count++;
+  chain_push(log, e);
 }
 
 /* Copy the bytes of [off, end) (data NULL: zeros, what a DELETE reads as)
@@ -160,9 +229,17 @@ tc_ulog_add(struct tc_ulog *log, struct tc_ulog_entry *n, const void *data)
     free(n->data);
     n->data = NULL;
   }
+  /* The older entries that can overlap: the chain of n's window and the
+   * wide chain, or, if n itself is wide, the whole log. */
   struct tc_ulog_entry *stop = log->tail;   /* entries moved to the tail are not seen twice */
-  for (struct tc_ulog_entry *u = log->head, *next; u; u = next) {
-    next = u == stop ? NULL : u->next;
+  int narrow = log->nslots && n->len && (end - 1) >> WIN_SHIFT == off >> WIN_SHIFT;
+  struct tc_ulog_entry *chains[2] = { narrow ? log->slots[slot_of(log, n->inode, off >> WIN_SHIFT)] : log->head,
+                                      narrow ? log->wide : NULL };
+  for (int c = 0; c < 2; c++)
+  for (struct tc_ulog_entry *u = chains[c], *next; u; u = next) {
+    /* A cut may free u, or put its tail right after it (on u's chain's
+     * head: not seen, and it does not overlap n anyway). */
+    next = narrow ? u->cnext : u == stop ? NULL : u->next;
     uint64_t ue = u->offset + u->len;
     if (u->inode != n->inode || ue <= off || end <= u->offset)
       continue;
@@ -191,6 +268,9 @@ tc_ulog_add(struct tc_ulog *log, struct tc_ulog_entry *n, const void *data)
     log->head = n;
   log->tail = n;
   log->bytes += n->len;
+  log->count++;
+  chain_push(log, n);
+  index_grow(log);
   return r;
 }
 
@@ -206,4 +286,8 @@ tc_ulog_clear(struct tc_ulog *log)
 {
   while (log->head)
     log_unlink(log, log->head);
+  free(log->slots);
+  log->slots = NULL;
+  log->nslots = 0;
+  log->wide = NULL;
 }
