@@ -3,6 +3,7 @@
 #ifndef TROMCHO_STORE_IMPL_H
 #define TROMCHO_STORE_IMPL_H
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <lmdb.h>
 #include <sys/queue.h>
@@ -40,11 +41,17 @@ int tc_store_hdr_check(const struct tc_store_hdr *h, const char *what);
 /* --- sector allocator (store_alloc.c): a bitmap over the data area --- */
 #define TC_STORE_ALLOC_MIN_RUN 8        /* sectors: shorter holes are skipped for multi-sector requests... */
 #define TC_STORE_ALLOC_MAX_HOLES 256    /* ...until this many were looked at */
+/* Requests of this many sectors or more (a 64 KiB write) are placed in one
+ * run of free sectors when there is one anywhere, so that a large write
+ * stays one pwrite however scattered small overwrites left the free space. */
+#define TC_STORE_ALLOC_LARGE 16
 struct tc_store_alloc {
   uint64_t *bits;     /* 1 = in use */
   uint32_t nsect;
   uint32_t used;
   uint32_t cursor;    /* next-fit: where the last allocation ended */
+  size_t zcursor;     /* large requests: the bitmap word after the last one placed */
+  size_t zlow;        /* the lowest word freed since the last rewind */
 };
 int tc_store_alloc_init(struct tc_store_alloc *a, uint32_t nsect);
 void tc_store_alloc_destroy(struct tc_store_alloc *a);
@@ -56,7 +63,14 @@ int tc_store_alloc_claim(struct tc_store_alloc *a, uint32_t loc);
  * first in *start, 0 if the data area is full. */
 /* Restart allocation at the lowest free sector (after a commit freed old
  * copies), so the data file stays as compact as the live data. */
-static inline void tc_store_alloc_rewind(struct tc_store_alloc *a) { a->cursor = 0; }
+static inline void
+tc_store_alloc_rewind(struct tc_store_alloc *a)
+{
+  a->cursor = 0;
+  if (a->zlow < a->zcursor)
+    a->zcursor = a->zlow;
+  a->zlow = SIZE_MAX;
+}
 uint32_t tc_store_alloc_run(struct tc_store_alloc *a, uint32_t want, uint32_t *start);
 void tc_store_alloc_release(struct tc_store_alloc *a, uint32_t start, uint32_t n);
 
