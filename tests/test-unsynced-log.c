@@ -4,6 +4,7 @@
  * log's allocator). */
 #include <config.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tap.h"
@@ -262,6 +263,14 @@ test_random_against_model(void)
   CHECK(bad == 0, "%d random adds failed", bad);
   CHECK(log.nslots >= 1024, "the index grew (%zu slots for %zu entries)", log.nslots, log.count);
   CHECK(sum_len(&log) == log.bytes && count(&log) == log.count, "byte and entry counts");
+  uint64_t mem = 0;
+  size_t fat = 0;
+  for (const struct tc_ulog_entry *u = log.head; u; u = u->next) {
+    mem += u->cap;
+    fat += u->data && (uint64_t) u->len * 2 < u->cap;
+  }
+  CHECK(mem == log.mem && fat == 0, "memory count %" PRIu64 " = %" PRIu64 ", %zu entries hold more than twice their bytes",
+        mem, log.mem, fat);
   int wrong = 0;
   for (uint64_t b = 0; b < SPAN; b += 61)
     if (written[b] && byte_after_replay(&log, b) != model[b])

@@ -11,6 +11,7 @@
 #include "cluster_int.h"
 #include "error.h"
 #include "log.h"
+#include "tune.h"
 #include "vector.h"
 
 /* --- operations --- */
@@ -83,8 +84,10 @@ cop_complete(struct cop *cop)
     cluster_replay_then_sync(cop);
     return;
   }
-  if (cop->op && cop->op->code == TC_OBJ_SYNC && !cop->error && !cop->resync)
+  if (cop->op && cop->op->code == TC_OBJ_SYNC && !cop->error && !cop->resync) {
     tc_ulog_trim(&cl->log, cop->sync_seq);
+    tc_tune_release();   /* the log's buffers just went back to the heap */
+  }
   if (!cop->op) {
     pthread_mutex_lock(cop->wlock);
     *cop->wdone = true;
@@ -202,7 +205,8 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
       if (r < 0)
         tc_err("cluster: out of memory keeping an unsynced write of inode 0x%" PRIx64 " for replay: the write fails",
                op->inode);
-      if (cl->log.bytes > cl->max_dirty)
+      /* What the log holds, not what it says: cut entries keep buffers. */
+      if (cl->log.mem > cl->max_dirty)
         cluster_auto_sync(cl);
     }
     break;
