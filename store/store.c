@@ -808,6 +808,16 @@ write_data(struct tc_store *st, const uint8_t *in, const uint32_t *locs, uint32_
     i = j;
   }
   st->data_dirty = 1;
+  /* Start the page cache's writeback of what was written so far, without
+   * waiting for it: a sync then finds most of the data on disk already
+   * and costs about one flush, not the time to write everything dirty
+   * (a sync after 32 MiB of 1 MiB writes took ~190 ms). */
+  st->unstarted += (uint64_t) count * TC_STORE_SECTOR;
+  if (st->unstarted >= TC_STORE_WRITEBACK_BYTES) {
+    st->unstarted = 0;
+    if (sync_file_range(st->fd, 0, 0, SYNC_FILE_RANGE_WRITE) < 0 && errno != ESPIPE && errno != EINVAL)
+      tc_warn("store %s: starting writeback: %m", st->data_path);
+  }
   return 0;
 }
 

@@ -117,6 +117,10 @@ struct tc_store_pending {
 };
 enum { TC_STORE_PEND_WRITE, TC_STORE_PEND_DELETE, TC_STORE_PEND_TOMBSTONE };
 
+/* Every this many bytes written, the store starts the page cache's
+ * writeback of the data file (sync_file_range, not waiting). */
+#define TC_STORE_WRITEBACK_BYTES (1u << 20)
+
 /* --- journal (store_journal.c; store.md, "The journal") --- */
 #define TC_STORE_JMAGIC 0x4e4a4354u    /* "TCJN" */
 /* A batch: this header, then len bytes of entries. csum is XXH3-64 of the
@@ -198,6 +202,7 @@ struct tc_store {
   MDB_txn *txn;               /* the open batch, NULL if none */
   int broken;                 /* errno that made the store refuse calls, 0 if fine */
   int data_dirty;             /* data written since the last fdatasync */
+  uint64_t unstarted;         /* bytes written since writeback was last started */
   uint32_t batch_ops;
   struct tc_store_alloc alloc;
   struct tc_store_runs to_free;     /* old copies: free once the batch is durable */
