@@ -15,6 +15,8 @@
 
 #define TC_STORE_HDR_SIZE 4096
 #define TC_STORE_HDR_AREA (1u << 20)   /* data area starts at max(this, block_size) */
+#define TC_STORE_HDR_AREA_BIG (16u << 20)   /* ...or this, on a store of TC_STORE_BIG_STORE or more */
+#define TC_STORE_BIG_STORE (4ull << 30)
 #define TC_STORE_MAGIC "TROMCHO-OSDSTORE"
 #define TC_STORE_FORMAT_VERSION 1
 #define TC_STORE_BITMAP_WORDS (TC_STORE_MAX_SECTORS / 64)

@@ -396,10 +396,10 @@ journal_state(struct tc_store *st, const uint64_t want[4], uint64_t objver)
  * (its flush never reached the disk), 2 flips a byte of the last batch in
  * the journal. Returns the reopened store. */
 static struct tc_store *
-journal_crash(const char *name, int how)
+journal_crash(const char *name, uint64_t size, int how)
 {
   struct tc_store *st;
-  CHECK(format(name, 32 << 20, 0, 1, true) == 0, "format %s", name);
+  CHECK(format(name, size, 0, 1, true) == 0, "format %s", name);
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
@@ -446,7 +446,7 @@ static void
 test_journal(void)
 {
   static const uint64_t all[4] = { 1, 2, 3, 1 }, two[4] = { 1, 2, 1, 1 };
-  struct tc_store *st = journal_crash("j0", 0);
+  struct tc_store *st = journal_crash("j0", 32 << 20, 0);
   CHECK(journal_state(st, all, 3), "journal: three synced batches replayed after a crash");
   /* The replay was checkpointed: a second crash right away keeps it. */
   CHECK(journal_step(st, 3, 1, 4) == 0, "write after replay");
@@ -456,14 +456,14 @@ test_journal(void)
   CHECK(tc_store_open(&st, path("j0"), NULL) == 0 && journal_state(st, four, 4), "reopen after close");
   tc_store_close(st);
 
-  st = journal_crash("j1", 1);
+  st = journal_crash("j1", 32 << 20, 1);
   CHECK(journal_state(st, two, 2), "journal: a last batch whose data is not on disk is dropped whole");
   struct tc_store_stats ss;
   CHECK(tc_store_stats(st, &ss) == 0 && ss.used_bytes == 4 * SEC, "its sector is free again (used %" PRIu64 ")",
         ss.used_bytes);
   tc_store_close(st);
 
-  st = journal_crash("j2", 2);
+  st = journal_crash("j2", 32 << 20, 2);
   CHECK(journal_state(st, two, 2), "journal: a torn last batch (checksum) is dropped");
   CHECK(journal_step(st, 2, 1, 5) == 0, "write after the torn batch");
   tc_store_close(st);
@@ -471,6 +471,15 @@ test_journal(void)
   static const uint64_t five[4] = { 1, 2, 5, 1 };
   CHECK(journal_state(st, five, 5), "the old batch never comes back");
   tc_store_close(st);
+
+  /* A store of 4 GiB or more has a 16 MiB header area, the journal in it. */
+  st = journal_crash("jbig", 4ull << 30, 0);
+  struct tc_store_info info;
+  tc_store_get_info(st, &info);
+  CHECK(info.data_offset == 16 << 20 && journal_state(st, all, 3), "a 16 MiB journal replayed (data at %" PRIu64 ")",
+        info.data_offset);
+  tc_store_close(st);
+  unlink(path("jbig"));
 }
 
 static void
