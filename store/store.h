@@ -51,8 +51,9 @@
 #define TC_STORE_MIN_SIZE (16ull << 20)
 /* Largest data area: sector locations are 32-bit. */
 #define TC_STORE_MAX_SIZE ((16ull << 40) - (1ull << 20))
-/* A batch is committed by itself after this many modified objects. */
-#define TC_STORE_BATCH_MAX 8192
+/* A batch is checkpointed by itself after this many writes and deletes
+ * (the journal area usually fills first). */
+#define TC_STORE_BATCH_MAX 32768
 
 struct tc_store;
 
