@@ -84,10 +84,11 @@ cop_complete(struct cop *cop)
     cluster_replay_then_sync(cop);
     return;
   }
-  if (cop->op && cop->op->code == TC_OBJ_SYNC && !cop->error && !cop->resync) {
+  if (cop->op && cop->op->code == TC_OBJ_SYNC && !cop->error && !cop->resync)
     tc_ulog_trim(&cl->log, cop->sync_seq);
-    tc_tune_release();   /* the log's buffers just went back to the heap */
-  }
+  /* Give back free heap memory a burst of requests (their buffers, the
+   * log's after a sync) left behind: at most one look a second. */
+  tc_tune_release();
   if (!cop->op) {
     pthread_mutex_lock(cop->wlock);
     *cop->wdone = true;
@@ -269,6 +270,15 @@ cluster_sreq_dispatch(struct sreq *sr)
                 cop->op->code == TC_OBJ_WRITE_IF ? TC_OP_WRITE_IF : TC_OP_READ),
               cop->op ? cop->op->inode : cop->first, strerror(-e));
     part_finish(sr, e == -EAGAIN || e == -ECONNRESET || e == -ECONNREFUSED ? -ETIMEDOUT : e);
+    return;
+  }
+  if (sr->rec && !cop->internal && cl->log.mem >= cl->max_dirty + cl->max_dirty / 2) {
+    /* The log kept for replay holds 1.5 times its budget (writes outran the
+     * background syncs): new writes wait until a sync frees it, so the
+     * client's memory stays bounded whatever its callers do. Replays
+     * (internal) go on: the sync that frees the log may need them. */
+    cluster_auto_sync(cl);
+    cluster_sreq_wait(sr, -EAGAIN);
     return;
   }
   uint64_t inode = cop->op ? cop->op->inode : cop->first;
