@@ -250,6 +250,17 @@ sreq_fill_partial(struct sreq *sr, struct tc_frame_hdr *h)
   }
 }
 
+/* Whether osd is the primary of some PG of the map. */
+static bool
+osd_leads_any(const struct tc_map *m, uint64_t osd)
+{
+  for (size_t i = 0; i < m->n_pools; i++)
+    for (uint32_t k = 0; m->pgs[i] && k < m->pools[i].pg_count; k++)
+      if (m->pgs[i][k].primary == osd)
+        return true;
+  return false;
+}
+
 /* Send sr to where it belongs now, or park it. Loop thread. */
 void
 cluster_sreq_dispatch(struct sreq *sr)
@@ -270,15 +281,6 @@ cluster_sreq_dispatch(struct sreq *sr)
                 cop->op->code == TC_OBJ_WRITE_IF ? TC_OP_WRITE_IF : TC_OP_READ),
               cop->op ? cop->op->inode : cop->first, strerror(-e));
     part_finish(sr, e == -EAGAIN || e == -ECONNRESET || e == -ECONNREFUSED ? -ETIMEDOUT : e);
-    return;
-  }
-  if (sr->rec && !cop->internal && cl->log.mem >= cl->max_dirty + cl->max_dirty / 2) {
-    /* The log kept for replay holds 1.5 times its budget (writes outran the
-     * background syncs): new writes wait until a sync frees it, so the
-     * client's memory stays bounded whatever its callers do. Replays
-     * (internal) go on: the sync that frees the log may need them. */
-    cluster_auto_sync(cl);
-    cluster_sreq_wait(sr, -EAGAIN);
     return;
   }
   uint64_t inode = cop->op ? cop->op->inode : cop->first;
@@ -305,6 +307,17 @@ cluster_sreq_dispatch(struct sreq *sr)
     osd = pgi->primary;
   }
   struct tc_msgr_conn *conn = cluster_link_get(cl, osd);
+  if (!conn && sr->kind == SR_SYNC && !osd_leads_any(cl->map, osd)) {
+    /* Unreachable and primary of no PG any more (its PGs moved): what it
+     * acknowledged cannot be synced there, so it is written again to the
+     * PGs' primaries (resync: replay, then sync all), and that round
+     * needs nothing from it. Waiting for it to leave the map held the
+     * sync, and the writes held behind a full log, for a lease's time. */
+    if (!cop->all_round)
+      cop->resync = true;
+    part_finish(sr, 0);
+    return;
+  }
   if (!conn) {
     cluster_request_refresh(cl);
     cluster_sreq_wait(sr, -ECONNREFUSED);
@@ -370,6 +383,7 @@ cluster_cop_start_sync(struct cop *cop, bool all)
     for (size_t i = 0; i < cl->map->n_osds && !lost; i++)
       lost = dirty_add(cl, cl->map->osds[i].id) < 0;
   cop->resync = false;
+  cop->all_round = all;
   cop->sync_seq = cl->log.seq;
   size_t n = cl->ndirty;
   if (lost || n > (size_t) cop->nparts) {

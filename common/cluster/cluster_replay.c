@@ -102,16 +102,7 @@ auto_sync_done(struct tc_objop *op)
     tc_debug("cluster: background sync cancelled by the shutdown");
   else if (op->result < 0)
     tc_warn("cluster: background sync failed: %s", strerror(-op->result));
-  int ok = op->result == 0;
   free(op);
-  if (cl->stopping)
-    return;
-  /* Writes acknowledged meanwhile may already fill the budget again (a
-   * failed sync is retried by the next write, not at once); and writes
-   * held back by a full log may go now. */
-  if (ok && cl->log.mem > cl->max_dirty)
-    cluster_auto_sync(cl);
-  cluster_dispatch_waiting(cl);
 }
 
 /* Too many unsynced bytes kept for replay: sync in the background. */
