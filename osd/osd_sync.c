@@ -14,6 +14,7 @@
 #include "error.h"
 #include "log.h"
 #include "osd.h"
+#include "tune.h"
 
 struct osd_sync_req {
   STAILQ_ENTRY(osd_sync_req) next;
@@ -73,6 +74,7 @@ sync_thread(void *arg)
       err = errno ? errno : EIO;
       tc_err("osd %" PRIu64 ": store sync: %s", s->o->osd_num, tc_last_error());
     }
+    tc_tune_release();   /* off the loop: give back what a burst of writes left free */
     struct osd_sync_req *r;
     STAILQ_FOREACH(r, &batch, next)
       r->err = err;

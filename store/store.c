@@ -18,6 +18,12 @@
 #include "log.h"
 #include "store_impl.h"
 
+static uint64_t
+sector_pos(const struct tc_store *st, uint32_t loc)
+{
+  return st->hdr.data_offset + (uint64_t) loc * TC_STORE_SECTOR;
+}
+
 /* Refuse calls on a store that lost its batch (see store.h). */
 #define CHECK_USABLE(st) do {                                                   \
     if ((st)->broken)                                                           \
@@ -107,13 +113,24 @@ rec_save(struct tc_store *st, MDB_txn *txn, uint64_t inode, uint64_t block)
   return rec_save_keep(st, txn, inode, block, 0);
 }
 
-/* Wait until no commit is flushing (lock held). */
+/* Wait until no checkpoint is flushing (lock held): what needs the
+ * batch's view (reads, lists, scrubs) or changes it the ordinary way. */
 static void
 wait_idle(struct tc_store *st)
 {
   while (st->committing)
     pthread_cond_wait(&st->idle, &st->lock);
 }
+
+/* Wait until no flush at all runs (lock held): before starting one. */
+static void
+wait_flushes(struct tc_store *st)
+{
+  while (st->committing || st->jflushing)
+    pthread_cond_wait(&st->idle, &st->lock);
+}
+
+static const uint8_t jgen_key[] = "journal_gen";
 
 static void
 pending_free(struct tc_store *st)
@@ -126,8 +143,44 @@ pending_free(struct tc_store *st)
 }
 
 static int apply_pending(struct tc_store *st);
+static int apply_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len, const uint32_t *locs,
+                       const uint64_t *sums, uint64_t version);
+static int apply_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len, int tombstone,
+                        uint64_t version);
 
-/* Make the batch durable: data first, then the metadata that points at it;
+/* A batch is durable (lock held): its old copies may be reused, its
+ * deleted sectors are punched out of the file; frees the two lists. */
+static void
+batch_durable(struct tc_store *st, uint64_t upto, struct tc_store_runs *fr, struct tc_store_runs *pu)
+{
+  st->durable_seq = upto;
+  for (size_t i = 0; i < fr->n; i++)
+    tc_store_alloc_release(&st->alloc, fr->v[i][0], fr->v[i][1]);
+  for (size_t i = 0; i < pu->n; i++) {
+    uint32_t s0 = pu->v[i][0], n = pu->v[i][1];
+    tc_store_alloc_release(&st->alloc, s0, n);
+    if (fallocate(st->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                  (off_t) (st->hdr.data_offset + (uint64_t) s0 * TC_STORE_SECTOR),
+                  (off_t) n * TC_STORE_SECTOR) < 0 && errno != EOPNOTSUPP)
+      tc_warn("store %s: punching %u freed sectors: %m", st->data_path, n);
+  }
+  if (fr->n || pu->n)
+    tc_store_alloc_rewind(&st->alloc);
+  free(fr->v);
+  free(pu->v);
+}
+
+/* Hand the batch's freed-sector lists over to *fr and *pu (lock held). */
+static void
+take_freed(struct tc_store *st, struct tc_store_runs *fr, struct tc_store_runs *pu)
+{
+  *fr = st->to_free;
+  *pu = st->to_punch;
+  memset(&st->to_free, 0, sizeof st->to_free);
+  memset(&st->to_punch, 0, sizeof st->to_punch);
+}
+
+/* Checkpoint: make the batch durable in the metadata itself: data first, then the metadata that points at it;
  * only then may the old copies be reused. Called with the lock held; the
  * flushes run with it released (group commit): writes and deletes that
  * arrive meanwhile queue in st->pending (their data written at once) and
@@ -137,18 +190,26 @@ static int apply_pending(struct tc_store *st);
 static int
 commit(struct tc_store *st)
 {
-  wait_idle(st);
+  wait_flushes(st);
   if (st->broken)
     return tc_error(EIO, "store %s: unusable after an earlier failure (%s)", st->data_path,
                     strerror(st->broken));
   uint64_t upto = st->seq;
   MDB_txn *txn = st->txn;
+  /* The checkpoint holds every journaled operation: the journal starts a
+   * new generation, so its old batches are never replayed over it. */
+  uint64_t gen = st->j.gen + 1;
+  if (txn) {
+    MDB_val k = { sizeof jgen_key - 1, (void *) jgen_key }, v = { sizeof gen, &gen };
+    int rc = mdb_put(txn, st->info, &k, &v, 0);
+    if (rc)
+      return tc_store_mdb_error(rc, "mdb_put journal_gen", st->meta_path);
+  }
   int dirty = st->data_dirty;
-  struct tc_store_runs fr = st->to_free, pu = st->to_punch;
+  struct tc_store_runs fr, pu;
+  take_freed(st, &fr, &pu);
   st->txn = NULL;
   st->data_dirty = 0;
-  memset(&st->to_free, 0, sizeof st->to_free);
-  memset(&st->to_punch, 0, sizeof st->to_punch);
   st->batch_ops = 0;
   st->committing = 1;
   pthread_mutex_unlock(&st->lock);
@@ -164,30 +225,74 @@ commit(struct tc_store *st)
   pthread_mutex_lock(&st->lock);
   st->committing = 0;
   if (r == 0) {
-    if (txn)
+    if (txn) {
       st->commits++;
-    st->durable_seq = upto;
-    for (size_t i = 0; i < fr.n; i++)
-      tc_store_alloc_release(&st->alloc, fr.v[i][0], fr.v[i][1]);
-    for (size_t i = 0; i < pu.n; i++) {
-      uint32_t s0 = pu.v[i][0], n = pu.v[i][1];
-      tc_store_alloc_release(&st->alloc, s0, n);
-      if (fallocate(st->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                    (off_t) (st->hdr.data_offset + (uint64_t) s0 * TC_STORE_SECTOR),
-                    (off_t) n * TC_STORE_SECTOR) < 0 && errno != EOPNOTSUPP)
-        tc_warn("store %s: punching %u freed sectors: %m", st->data_path, n);
+      st->checkpoints++;
+      tc_store_journal_restart(&st->j, gen);
     }
-    if (fr.n || pu.n)
-      tc_store_alloc_rewind(&st->alloc);
+    batch_durable(st, upto, &fr, &pu);
     r = apply_pending(st);
     err = errno;
   }
   else {
     st->broken = err ? err : EIO;   /* the batch is lost: refuse calls until reopened */
     pending_free(st);
+    free(fr.v);
+    free(pu.v);
   }
-  free(fr.v);
-  free(pu.v);
+  pthread_cond_broadcast(&st->idle);
+  errno = err;
+  return r;
+}
+
+/* Make the writes and deletes so far durable through the journal: their
+ * operations as the next batch in the journal area, then one fdatasync of
+ * the data file makes their data and the batch durable together. A torn
+ * batch (power lost during the flush) fails its checksum, or its data
+ * fails the checksums it records, at replay. Lock held, flushes with it
+ * released (jflushing): writes and deletes meanwhile go on into the open
+ * batch and the journal's next batch; other flushes wait. Falls back to a
+ * checkpoint when the batch does not fit the area. */
+static int
+journal_flush(struct tc_store *st)
+{
+  wait_flushes(st);
+  if (st->broken)
+    return tc_error(EIO, "store %s: unusable after an earlier failure (%s)", st->data_path,
+                    strerror(st->broken));
+  if (!tc_store_journal_fits(&st->j))
+    return commit(st);
+  uint64_t upto = st->seq;
+  size_t len;
+  uint8_t *b = tc_store_journal_take(&st->j, &len);
+  int dirty = st->data_dirty;
+  struct tc_store_runs fr, pu;
+  take_freed(st, &fr, &pu);
+  st->data_dirty = 0;
+  uint64_t pos = st->j.area_off + st->j.pos;
+  st->jflushing = 1;
+  pthread_mutex_unlock(&st->lock);
+  int r = 0;
+  if (b && tc_write_full(st->fd, b, len, (off_t) pos) < 0)
+    r = tc_error(errno, "store %s: journal write at %" PRIu64 ": %m", st->data_path, pos);
+  if (r == 0 && (dirty || b) && fdatasync(st->fd) < 0)
+    r = tc_error(errno, "store %s: fdatasync: %m", st->data_path);
+  int err = errno;
+  free(b);
+  pthread_mutex_lock(&st->lock);
+  st->jflushing = 0;
+  if (r == 0) {
+    if (b) {
+      tc_store_journal_written(&st->j, len);
+      st->commits++;
+    }
+    batch_durable(st, upto, &fr, &pu);
+  }
+  else {
+    st->broken = err ? err : EIO;   /* durability unknown: refuse calls until reopened */
+    free(fr.v);
+    free(pu.v);
+  }
   pthread_cond_broadcast(&st->idle);
   errno = err;
   return r;
@@ -250,6 +355,7 @@ store_free(struct tc_store *st)
   if (st->fd >= 0)
     close(st->fd);
   tc_store_alloc_destroy(&st->alloc);
+  tc_store_journal_destroy(&st->j);
   free(st->to_free.v);
   free(st->to_punch.v);
   free(st->valbuf);
@@ -259,6 +365,152 @@ store_free(struct tc_store *st)
   pthread_mutex_destroy(&st->lock);
   pthread_cond_destroy(&st->idle);
   free(st);
+}
+
+/* Apply the entries of one journal batch (b, len bytes) to the open batch. */
+static int
+replay_batch(struct tc_store *st, const uint8_t *b, size_t len, uint32_t nsect)
+{
+  const uint8_t *p = b + sizeof(struct tc_store_jhdr), *end = b + len;
+  while (p < end) {
+    struct tc_store_jent e;
+    const uint64_t *sums;
+    const uint32_t *locs;
+    const char *why = tc_store_journal_entry(&p, end, st->hdr.block_size, &e, &sums, &locs);
+    if (why)
+      return tc_error(EIO, "store %s: journal batch %" PRIu64 ": %s", st->data_path,
+                      ((const struct tc_store_jhdr *) (const void *) b)->seq, why);
+    if (e.kind == TC_STORE_PEND_WRITE)
+      for (uint32_t i = 0; i < e.len / TC_STORE_SECTOR; i++)
+        if (locs[i] >= nsect)
+          return tc_error(EIO, "store %s: journal: a write of inode %#" PRIx64 " points outside the data area",
+                          st->data_path, e.inode);
+    int r = e.kind == TC_STORE_PEND_WRITE
+            ? apply_write(st, e.inode, e.offset, e.len, locs, sums, e.version)
+            : apply_delete(st, e.inode, e.offset, e.len, e.kind == TC_STORE_PEND_TOMBSTONE, e.version);
+    if (r < 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* Whether the data of the last batch's writes is all on disk: 1, 0 if a
+ * sector the replayed metadata points at does not hold what the batch
+ * wrote (the batch's flush never completed), -1 on an I/O error. Only the
+ * final place of each sector is checked: a sector the batch wrote and then
+ * replaced within itself may hold anything since. */
+static int
+last_batch_whole(struct tc_store *st, const uint8_t *b, size_t len)
+{
+  const uint8_t *p = b + sizeof(struct tc_store_jhdr), *end = b + len;
+  while (p < end) {
+    struct tc_store_jent e;
+    const uint64_t *sums;
+    const uint32_t *locs;
+    if (tc_store_journal_entry(&p, end, st->hdr.block_size, &e, &sums, &locs))
+      return 0;   /* replay_batch read it whole: cannot happen */
+    if (e.kind != TC_STORE_PEND_WRITE)
+      continue;
+    MDB_txn *txn = NULL;
+    if (batch(st, &txn) < 0)
+      return -1;
+    int found = rec_load(st, txn, e.inode, e.offset / st->hdr.block_size);
+    if (found < 0)
+      return -1;
+    uint32_t first = (uint32_t) (e.offset % st->hdr.block_size / TC_STORE_SECTOR);
+    for (uint32_t i = 0; found && i < e.len / TC_STORE_SECTOR; i++) {
+      uint32_t sct = first + i;
+      if (!tc_store_bit(st->rec.bitmap, sct) || st->rec.loc[sct] != locs[i])
+        continue;
+      if (tc_read_full(st->fd, st->iobuf, TC_STORE_SECTOR, (off_t) sector_pos(st, locs[i])) != (ssize_t) TC_STORE_SECTOR)
+        return tc_error(errno ? errno : EIO, "store %s: reading data sector %" PRIu32 ": %m", st->data_path, locs[i]);
+      if (tc_store_sector_csum(st->iobuf, e.inode, e.offset / TC_STORE_SECTOR + i) != sums[i])
+        return 0;
+    }
+  }
+  return 1;
+}
+
+/* Replay the journal over the last checkpoint and checkpoint the result
+ * (a new generation), so the metadata holds every batch that was flushed.
+ * Every batch but the last is known whole (a batch is written only after
+ * the previous one's flush returned); the last counts only if its data is
+ * on disk. */
+static int
+journal_replay(struct tc_store *st)
+{
+  struct tc_store_journal *j = &st->j;
+  uint32_t nsect = (uint32_t) ((st->hdr.size - st->hdr.data_offset) / TC_STORE_SECTOR);
+  uint8_t *area = aligned_alloc(TC_STORE_SECTOR, j->area_len);
+  if (!area)
+    return tc_error(ENOMEM, "no memory to read the store's journal");
+  int r = -1;
+  ssize_t got = tc_read_full(st->fd, area, j->area_len, (off_t) j->area_off);
+  if (got < 0) {
+    tc_error(errno, "store %s: reading the journal: %m", st->data_path);
+    goto out;
+  }
+  memset(area + got, 0, j->area_len - (size_t) got);
+  size_t nb = 0, last = 0, last_len = 0, pos = 0, bl;
+  while (!tc_store_journal_batch(j, area + pos, j->area_len - pos, nb + 1, &bl)) {
+    last = pos;
+    last_len = bl;
+    pos += bl;
+    nb++;
+  }
+  if (!nb) {
+    r = 0;
+    goto out;
+  }
+  j->off = 1;
+  size_t upto;
+  for (upto = nb; upto > 0; upto--) {
+    pos = 0;
+    for (size_t k = 0; k < upto; k++) {
+      const struct tc_store_jhdr *h = (const void *) (area + pos);
+      if (replay_batch(st, area + pos, sizeof *h + h->len, nsect) < 0)
+        goto out;
+      pos += sizeof *h + h->len;
+    }
+    if (upto < nb)
+      break;
+    int whole = last_batch_whole(st, area + last, last_len);
+    if (whole < 0)
+      goto out;
+    if (whole)
+      break;
+    tc_warn("store %s: the journal's last batch was not flushed whole (power lost during a sync): dropped",
+            st->data_path);
+    mdb_txn_abort(st->txn);
+    st->txn = NULL;
+    if (upto == 1) {
+      upto = 0;
+      break;
+    }
+  }
+  j->off = 0;
+  /* The replayed data may be only in the page cache (a killed process):
+   * flush it before the checkpoint points at it. */
+  if (fdatasync(st->fd) < 0) {
+    tc_error(errno, "store %s: fdatasync: %m", st->data_path);
+    goto out;
+  }
+  st->data_dirty = 0;
+  free(st->to_free.v);
+  free(st->to_punch.v);
+  memset(&st->to_free, 0, sizeof st->to_free);
+  memset(&st->to_punch, 0, sizeof st->to_punch);
+  /* Even with every batch dropped, start a new generation: the dropped one
+   * must never be found again. */
+  MDB_txn *txn = NULL;
+  if (batch(st, &txn) < 0)
+    goto out;
+  tc_info("store %s: replayed %zu journal batches", st->data_path, upto);
+  r = commit(st);
+out:
+  j->off = 0;
+  free(area);
+  return r;
 }
 
 int
@@ -320,21 +572,24 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
   if (tc_store_meta_open(&st->env, st->meta_path, st->hdr.size) < 0)
     goto out;
   MDB_txn *txn = NULL;
-  MDB_dbi info;
   int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
   if (rc) {
     tc_store_mdb_error(rc, "mdb_txn_begin", st->meta_path);
     goto out;
   }
   MDB_val k = { 6, "header" }, v;
-  if ((rc = mdb_dbi_open(txn, "info", 0, &info)) || (rc = mdb_dbi_open(txn, "objects", 0, &st->objs)) ||
-      (rc = mdb_get(txn, info, &k, &v))) {
+  if ((rc = mdb_dbi_open(txn, "info", 0, &st->info)) || (rc = mdb_dbi_open(txn, "objects", 0, &st->objs)) ||
+      (rc = mdb_get(txn, st->info, &k, &v))) {
     mdb_txn_abort(txn);
     tc_store_mdb_error(rc, "not the metadata of a store", st->meta_path);
     errno = EINVAL;
     goto out;
   }
   int same = v.mv_size == sizeof st->hdr && memcmp(v.mv_data, &st->hdr, sizeof st->hdr) == 0;
+  uint64_t gen = 0;
+  MDB_val gk = { sizeof jgen_key - 1, (void *) jgen_key }, gv;
+  if (mdb_get(txn, st->info, &gk, &gv) == 0 && gv.mv_size == sizeof gen)
+    memcpy(&gen, gv.mv_data, sizeof gen);
   if ((rc = mdb_txn_commit(txn))) {   /* keeps the dbi handles */
     tc_store_mdb_error(rc, "mdb_txn_commit", st->meta_path);
     goto out;
@@ -351,6 +606,13 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
     tc_error(ENOMEM, "no memory for a store");
     goto out;
   }
+  /* The journal: the header area after the header sector. */
+  tc_store_journal_init(&st->j, TC_STORE_HDR_SIZE, st->hdr.data_offset - TC_STORE_HDR_SIZE, st->hdr.uuid, gen);
+  pthread_mutex_lock(&st->lock);
+  rc = journal_replay(st);
+  pthread_mutex_unlock(&st->lock);
+  if (rc < 0)
+    goto out;
   if (tc_store_alloc_init(&st->alloc, (uint32_t) ((st->hdr.size - st->hdr.data_offset) / TC_STORE_SECTOR)) < 0 ||
       rebuild_alloc(st) < 0)
     goto out;
@@ -372,7 +634,7 @@ tc_store_close(struct tc_store *st)
     return 0;
   int r = 0;
   pthread_mutex_lock(&st->lock);
-  wait_idle(st);
+  wait_flushes(st);
   if (!st->broken && (st->txn || st->data_dirty || st->to_free.n || st->to_punch.n || !STAILQ_EMPTY(&st->pending)))
     r = commit(st);
   pthread_mutex_unlock(&st->lock);
@@ -405,11 +667,6 @@ check_range(const struct tc_store *st, const char *op, uint64_t inode, uint64_t 
   return 0;
 }
 
-static uint64_t
-sector_pos(const struct tc_store *st, uint32_t loc)
-{
-  return st->hdr.data_offset + (uint64_t) loc * TC_STORE_SECTOR;
-}
 
 /* Read the present sectors [first, first+count) of st->rec into buf,
  * one pread per physically contiguous run. */
@@ -551,7 +808,37 @@ write_data(struct tc_store *st, const uint8_t *in, const uint32_t *locs, uint32_
     i = j;
   }
   st->data_dirty = 1;
+  /* Start the page cache's writeback of what was written so far, without
+   * waiting for it: a sync then finds most of the data on disk already
+   * and costs about one flush, not the time to write everything dirty
+   * (a sync after 32 MiB of 1 MiB writes took ~190 ms). */
+  st->unstarted += (uint64_t) count * TC_STORE_SECTOR;
+  if (st->unstarted >= TC_STORE_WRITEBACK_BYTES) {
+    st->unstarted = 0;
+    if (sync_file_range(st->fd, 0, 0, SYNC_FILE_RANGE_WRITE) < 0 && errno != ESPIPE && errno != EINVAL)
+      tc_warn("store %s: starting writeback: %m", st->data_path);
+  }
   return 0;
+}
+
+/* Record an operation applied to the batch in the journal's next batch
+ * (not while replaying the journal). */
+static int
+journal_add(struct tc_store *st, int kind, uint64_t inode, uint64_t offset, uint32_t len, uint64_t version,
+            const uint32_t *locs, const uint64_t *sums)
+{
+  if (st->j.off)
+    return 0;
+  return tc_store_journal_add(&st->j, kind, inode, offset, len, version, locs, sums);
+}
+
+/* The batch is due for a checkpoint: too many objects changed, or more
+ * operations recorded than the journal area holds (which also bounds the
+ * journal's memory). */
+static int
+batch_full(const struct tc_store *st)
+{
+  return st->batch_ops >= TC_STORE_BATCH_MAX || st->j.len > st->j.area_len;
 }
 
 /* Point the object's sectors at locs in the batch (the data is written);
@@ -577,7 +864,7 @@ apply_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len, 
   if (rec_save(st, txn, inode, block) < 0)
     return -1;
   st->batch_ops++;
-  return 0;
+  return journal_add(st, TC_STORE_PEND_WRITE, inode, offset, len, version, locs, sums);
 }
 
 /* Delete sectors in the batch; with tombstone, also set the version and
@@ -611,7 +898,8 @@ apply_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
   if (rec_save_keep(st, txn, inode, block, tombstone) < 0)
     return -1;
   st->batch_ops++;
-  return 0;
+  return journal_add(st, tombstone ? TC_STORE_PEND_TOMBSTONE : TC_STORE_PEND_DELETE, inode, offset, len, version,
+                     NULL, NULL);
 }
 
 /* Queue a write or delete made during a commit (its data, if any, is
@@ -701,7 +989,7 @@ tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t le
   if (apply_write(st, inode, offset, len, locs, sums, version) < 0)
     return mark_broken(st);
   st->seq++;
-  if (st->batch_ops >= TC_STORE_BATCH_MAX && commit(st) < 0)
+  if (batch_full(st) && commit(st) < 0)
     return mark_broken(st);
   return 0;
 }
@@ -720,7 +1008,7 @@ store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
   if (apply_delete(st, inode, offset, len, tombstone, version) < 0)
     return mark_broken(st);
   st->seq++;
-  if (st->batch_ops >= TC_STORE_BATCH_MAX && commit(st) < 0)
+  if (batch_full(st) && commit(st) < 0)
     return mark_broken(st);
   return 0;
 }
@@ -751,12 +1039,12 @@ tc_store_sync(struct tc_store *st)
   SCOPED_LOCK(&st->lock);
   CHECK_USABLE(st);
   uint64_t want = st->seq;
-  wait_idle(st);
+  wait_flushes(st);
   CHECK_USABLE(st);
-  /* A commit that began after our writes (another caller's) covered them. */
+  /* A flush that began after our writes (another caller's) covered them. */
   if (st->durable_seq >= want)
     return 0;
-  if (commit(st) < 0)
+  if (journal_flush(st) < 0)
     return mark_broken(st);
   return 0;
 }

@@ -11,9 +11,11 @@
  * Writes are copy-on-write per sector: new data goes to free sectors, then
  * the metadata in the current batch points at it; the old sectors are freed
  * only once the batch is durable. A batch becomes durable at tc_store_sync
- * (fdatasync of the data, then one durable LMDB commit), or by itself when
- * it grows large (TC_STORE_BATCH_MAX writes) or when the data area is full
- * and old copies wait to be freed. So:
+ * (its operations written to the journal in the data file's header area,
+ * then one fdatasync of the data file: store.md, "The journal"); the LMDB
+ * transaction is committed durably (a checkpoint) when it grows large
+ * (TC_STORE_BATCH_MAX writes), when the journal area or the data area is
+ * full, and at close; open replays the journal. So:
  *   - after kill -9 or power loss, the store is exactly as it was at the
  *     last durable batch: every synced write is there, an unsynced write is
  *     entirely absent (the old data of every sector, never garbage);
@@ -49,8 +51,9 @@
 #define TC_STORE_MIN_SIZE (16ull << 20)
 /* Largest data area: sector locations are 32-bit. */
 #define TC_STORE_MAX_SIZE ((16ull << 40) - (1ull << 20))
-/* A batch is committed by itself after this many modified objects. */
-#define TC_STORE_BATCH_MAX 8192
+/* A batch is checkpointed by itself after this many writes and deletes
+ * (the journal area usually fills first). */
+#define TC_STORE_BATCH_MAX 32768
 
 struct tc_store;
 

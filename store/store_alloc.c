@@ -3,6 +3,7 @@
  * lives only in memory and is rebuilt from the object records at open. */
 #include <config.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
@@ -38,6 +39,8 @@ tc_store_alloc_reset(struct tc_store_alloc *a)
     a->bits[i / 64] |= 1ull << (i % 64);
   a->used = 0;
   a->cursor = 0;
+  a->zcursor = 0;
+  a->zlow = SIZE_MAX;
 }
 
 int
@@ -78,11 +81,52 @@ run_length(const struct tc_store_alloc *a, uint32_t s, uint32_t max)
   return n;
 }
 
+/* A large request in one run: at the cursor if the run there is free
+ * (a sequential write going on), else at the first k = want/64 (rounded
+ * up) wholly free bitmap words from where the last such search ended
+ * (next-fit over words: cheap even over a large, full store). UINT32_MAX
+ * if there is no such run. */
+static uint32_t
+find_large(struct tc_store_alloc *a, uint32_t want)
+{
+  if (a->cursor < a->nsect && run_length(a, a->cursor, want) == want)
+    return a->cursor;
+  size_t words = a->nsect / 64, k = (want + 63) / 64;   /* whole words only */
+  if (words < k)
+    return UINT32_MAX;
+  size_t w = a->zcursor < words ? a->zcursor : 0, seen = 0, run = 0;
+  while (seen < words + k) {
+    if (w >= words) {       /* wrap: a run does not span the end */
+      w = 0;
+      run = 0;
+    }
+    run = a->bits[w] ? 0 : run + 1;
+    w++;
+    seen++;
+    if (run == k) {
+      a->zcursor = w;
+      return (uint32_t) ((w - k) * 64);
+    }
+  }
+  return UINT32_MAX;
+}
+
 uint32_t
 tc_store_alloc_run(struct tc_store_alloc *a, uint32_t want, uint32_t *start)
 {
   if (a->used >= a->nsect || want == 0)
     return 0;
+  if (want >= TC_STORE_ALLOC_LARGE) {
+    uint32_t at = find_large(a, want);
+    if (at != UINT32_MAX) {
+      for (uint32_t i = 0; i < want; i++)
+        tc_store_bit_set(a->bits, at + i);
+      a->used += want;
+      a->cursor = at + want < a->nsect ? at + want : 0;
+      *start = at;
+      return want;
+    }
+  }
   /* Next-fit, but a multi-sector request skips holes shorter than
    * min(want, TC_STORE_ALLOC_MIN_RUN) for a while, so objects stay contiguous
    * even when single-sector overwrites have left holes behind. */
@@ -125,6 +169,8 @@ tc_store_alloc_run(struct tc_store_alloc *a, uint32_t want, uint32_t *start)
 void
 tc_store_alloc_release(struct tc_store_alloc *a, uint32_t start, uint32_t n)
 {
+  if (n && start / 64 < a->zlow)
+    a->zlow = start / 64;
   for (uint32_t i = start; i < start + n && i < a->nsect; i++)
     if (tc_store_bit(a->bits, i)) {
       tc_store_bit_clear(a->bits, i);

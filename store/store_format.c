@@ -141,7 +141,10 @@ tc_store_format(const struct tc_store_format_opts *o)
   if (is_blk && size > have)
     return tc_error(EINVAL, "%s: size %" PRIu64 " is larger than the device (%" PRIu64 ")",
                     o->data_path, size, have);
-  uint64_t data_offset = bs > TC_STORE_HDR_AREA ? bs : TC_STORE_HDR_AREA;
+  /* The header area holds the journal (store.md): a bigger one on a
+   * bigger store means fewer checkpoints (LMDB commits). */
+  uint64_t area = size >= TC_STORE_BIG_STORE ? TC_STORE_HDR_AREA_BIG : TC_STORE_HDR_AREA;
+  uint64_t data_offset = bs > area ? bs : area;
   if (size < TC_STORE_MIN_SIZE)
     return tc_error(EINVAL, "%s: %" PRIu64 " bytes is too small for a store (at least %llu MiB)",
                     o->data_path, size, TC_STORE_MIN_SIZE >> 20);

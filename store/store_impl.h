@@ -3,6 +3,7 @@
 #ifndef TROMCHO_STORE_IMPL_H
 #define TROMCHO_STORE_IMPL_H
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <lmdb.h>
 #include <sys/queue.h>
@@ -14,6 +15,8 @@
 
 #define TC_STORE_HDR_SIZE 4096
 #define TC_STORE_HDR_AREA (1u << 20)   /* data area starts at max(this, block_size) */
+#define TC_STORE_HDR_AREA_BIG (16u << 20)   /* ...or this, on a store of TC_STORE_BIG_STORE or more */
+#define TC_STORE_BIG_STORE (4ull << 30)
 #define TC_STORE_MAGIC "TROMCHO-OSDSTORE"
 #define TC_STORE_FORMAT_VERSION 1
 #define TC_STORE_BITMAP_WORDS (TC_STORE_MAX_SECTORS / 64)
@@ -40,11 +43,17 @@ int tc_store_hdr_check(const struct tc_store_hdr *h, const char *what);
 /* --- sector allocator (store_alloc.c): a bitmap over the data area --- */
 #define TC_STORE_ALLOC_MIN_RUN 8        /* sectors: shorter holes are skipped for multi-sector requests... */
 #define TC_STORE_ALLOC_MAX_HOLES 256    /* ...until this many were looked at */
+/* Requests of this many sectors or more (a 64 KiB write) are placed in one
+ * run of free sectors when there is one anywhere, so that a large write
+ * stays one pwrite however scattered small overwrites left the free space. */
+#define TC_STORE_ALLOC_LARGE 16
 struct tc_store_alloc {
   uint64_t *bits;     /* 1 = in use */
   uint32_t nsect;
   uint32_t used;
   uint32_t cursor;    /* next-fit: where the last allocation ended */
+  size_t zcursor;     /* large requests: the bitmap word after the last one placed */
+  size_t zlow;        /* the lowest word freed since the last rewind */
 };
 int tc_store_alloc_init(struct tc_store_alloc *a, uint32_t nsect);
 void tc_store_alloc_destroy(struct tc_store_alloc *a);
@@ -56,7 +65,14 @@ int tc_store_alloc_claim(struct tc_store_alloc *a, uint32_t loc);
  * first in *start, 0 if the data area is full. */
 /* Restart allocation at the lowest free sector (after a commit freed old
  * copies), so the data file stays as compact as the live data. */
-static inline void tc_store_alloc_rewind(struct tc_store_alloc *a) { a->cursor = 0; }
+static inline void
+tc_store_alloc_rewind(struct tc_store_alloc *a)
+{
+  a->cursor = 0;
+  if (a->zlow < a->zcursor)
+    a->zcursor = a->zlow;
+  a->zlow = SIZE_MAX;
+}
 uint32_t tc_store_alloc_run(struct tc_store_alloc *a, uint32_t want, uint32_t *start);
 void tc_store_alloc_release(struct tc_store_alloc *a, uint32_t start, uint32_t n);
 
@@ -103,13 +119,77 @@ struct tc_store_pending {
 };
 enum { TC_STORE_PEND_WRITE, TC_STORE_PEND_DELETE, TC_STORE_PEND_TOMBSTONE };
 
+/* Every this many bytes written, the store starts the page cache's
+ * writeback of the data file (sync_file_range, not waiting). */
+#define TC_STORE_WRITEBACK_BYTES (1u << 20)
+
+/* --- journal (store_journal.c; store.md, "The journal") --- */
+#define TC_STORE_JMAGIC 0x4e4a4354u    /* "TCJN" */
+/* A batch: this header, then len bytes of entries. csum is XXH3-64 of the
+ * header before it, chained with the entries; uuid is the store's, gen the
+ * generation the metadata names (info "journal_gen"), seq 1, 2, ... */
+struct tc_store_jhdr {
+  uint32_t magic;
+  uint32_t nent;
+  uint32_t len;
+  uint32_t reserved;
+  uint64_t gen;
+  uint64_t seq;
+  uint8_t uuid[16];
+  uint64_t reserved2;
+  uint64_t csum;
+};
+/* An entry: a write (then len/4096 checksums and as many u32 data sectors,
+ * padded to 8 bytes) or a delete (TC_STORE_PEND_*) as the store applied it. */
+struct tc_store_jent {
+  uint8_t kind;
+  uint8_t pad[3];
+  uint32_t len;
+  uint64_t inode, offset, version;
+};
+struct tc_store_journal {
+  uint64_t area_off, area_len;   /* where the journal lies in the data file */
+  uint8_t uuid[16];
+  uint64_t gen, seq;             /* the generation, the next batch's number */
+  uint64_t pos;                  /* the next batch's offset in the area */
+  uint8_t *buf;                  /* the next batch: room for its header, then entries */
+  size_t len, cap;
+  uint32_t nent;
+  int off;                       /* replaying: record nothing */
+};
+void tc_store_journal_init(struct tc_store_journal *j, uint64_t area_off, uint64_t area_len,
+                           const uint8_t uuid[16], uint64_t gen);
+void tc_store_journal_destroy(struct tc_store_journal *j);
+/* Record an operation applied to the batch; -1 (ENOMEM). */
+int tc_store_journal_add(struct tc_store_journal *j, int kind, uint64_t inode, uint64_t offset, uint32_t len,
+                         uint64_t version, const uint32_t *locs, const uint64_t *sums);
+/* Whether the recorded operations fit the area as the next batch. */
+int tc_store_journal_fits(const struct tc_store_journal *j);
+/* The next batch, sealed, handed over (free it); NULL if nothing recorded. */
+uint8_t *tc_store_journal_take(struct tc_store_journal *j, size_t *len);
+/* A taken batch of len bytes is durable at pos: advance. */
+void tc_store_journal_written(struct tc_store_journal *j, size_t len);
+/* After a checkpoint: generation gen from offset 0, nothing recorded. */
+void tc_store_journal_restart(struct tc_store_journal *j, uint64_t gen);
+/* Check the batch at p (avail bytes of the area left) numbered seq:
+ * NULL and its length, or why it is not a valid batch (the journal ends). */
+const char *tc_store_journal_batch(const struct tc_store_journal *j, const uint8_t *p, size_t avail,
+                                   uint64_t seq, size_t *batch_len);
+/* Decode the entry at *pp (before end), advancing *pp: NULL, or what is
+ * wrong with it. sums and locs point into the batch. */
+const char *tc_store_journal_entry(const uint8_t **pp, const uint8_t *end, uint32_t block_size,
+                                   struct tc_store_jent *e, const uint64_t **sums, const uint32_t **locs);
+
 struct tc_store {
   pthread_mutex_t lock;
   /* Group commit: a commit flushes with the lock released; meanwhile
    * writes and deletes queue in pending (their data goes to disk at once),
    * every other call waits on idle. */
   pthread_cond_t idle;
-  int committing;
+  int committing;             /* a checkpoint (LMDB commit) is flushing */
+  int jflushing;              /* a journal batch is flushing: writes go on as usual */
+  struct tc_store_journal j;
+  MDB_dbi info;               /* "header", "journal_gen" */
   STAILQ_HEAD(, tc_store_pending) pending;
   uint64_t seq;               /* writes and deletes since open */
   uint64_t durable_seq;       /* of them, those the last commit made durable */
@@ -124,6 +204,7 @@ struct tc_store {
   MDB_txn *txn;               /* the open batch, NULL if none */
   int broken;                 /* errno that made the store refuse calls, 0 if fine */
   int data_dirty;             /* data written since the last fdatasync */
+  uint64_t unstarted;         /* bytes written since writeback was last started */
   uint32_t batch_ops;
   struct tc_store_alloc alloc;
   struct tc_store_runs to_free;     /* old copies: free once the batch is durable */
@@ -132,7 +213,8 @@ struct tc_store {
   uint8_t *valbuf;            /* scratch for encoding, tc_store_obj_rec_max_size */
   uint8_t *iobuf;             /* scratch for scrub, one block */
   uint64_t checksum_errors;
-  uint64_t commits;
+  uint64_t commits;           /* durable batches: journal flushes and checkpoints */
+  uint64_t checkpoints;       /* of them, durable LMDB commits */
 };
 
 /* Open the LMDB environment of a store (LMDB creates the file if absent:

@@ -356,6 +356,132 @@ find_in_file(const char *p, const uint8_t *pat)
   return found;
 }
 
+
+/* Write pattern (inode 7, sector s, version v) to sectors [s0, s0+n) of
+ * object 0 and sync: one journal batch. */
+static int
+journal_step(struct tc_store *st, uint32_t s0, uint32_t n, uint64_t v)
+{
+  static uint8_t buf[32 * SEC];
+  for (uint32_t s = 0; s < n; s++)
+    tl_fill_sector(buf + (size_t) s * SEC, SEC, 7, s0 + s, v);
+  return tc_store_write(st, 7, (uint64_t) s0 * SEC, n * SEC, buf, v) < 0 || tc_store_sync(st) < 0 ? -1 : 0;
+}
+
+/* Sectors [0, 4) of object 0 of inode 7 hold versions want[]: 1 if so. */
+static int
+journal_state(struct tc_store *st, const uint64_t want[4], uint64_t objver)
+{
+  static uint8_t buf[4 * SEC], exp[SEC];
+  uint64_t ver = 0;
+  uint8_t present = 0;
+  int n = tc_store_read(st, 7, 0, 4 * SEC, buf, &present, &ver);
+  if (n < 0 || ver != objver)
+    return 0;
+  for (int s = 0; s < 4; s++) {
+    if (!want[s]) {
+      if (present >> s & 1)
+        return 0;
+      continue;
+    }
+    tl_fill_sector(exp, SEC, 7, (uint64_t) s, want[s]);
+    if (!(present >> s & 1) || memcmp(exp, buf + s * SEC, SEC))
+      return 0;
+  }
+  return 1;
+}
+
+/* A child makes three synced batches (journal only: no checkpoint) and
+ * dies; how = 0 leaves it, 1 zeroes the data of the last batch's write
+ * (its flush never reached the disk), 2 flips a byte of the last batch in
+ * the journal. Returns the reopened store. */
+static struct tc_store *
+journal_crash(const char *name, uint64_t size, int how)
+{
+  struct tc_store *st;
+  CHECK(format(name, size, 0, 1, true) == 0, "format %s", name);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (tc_store_open(&st, path(name), NULL) < 0 || journal_step(st, 0, 4, 1) < 0 ||
+        journal_step(st, 1, 1, 2) < 0 || journal_step(st, 2, 1, 3) < 0)
+      _exit(2);
+    struct tc_store_stats ss;
+    if (tc_store_stats(st, &ss) < 0 || ss.commits != 3)
+      _exit(3);   /* three journal batches */
+    _exit(0);     /* no close: as kill -9 */
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child status %d", name, status);
+  uint8_t pat[SEC];
+  int fd = open(path(name), O_RDWR);
+  CHECK(fd >= 0, "open %s", name);
+  if (how == 1) {
+    tl_fill_sector(pat, SEC, 7, 2, 3);
+    off_t at = find_in_file(path(name), pat);
+    CHECK(at > 0, "%s: the last batch's sector is in the file", name);
+    memset(pat, 0, SEC);
+    CHECK(pwrite(fd, pat, SEC, at) == SEC, "zero it");
+  }
+  else if (how == 2) {
+    /* The third batch header (magic "TCJN") in the header area. */
+    static uint8_t area[1 << 20];
+    CHECK(pread(fd, area, sizeof area, 0) == (ssize_t) sizeof area, "read the area");
+    int seen = 0;
+    for (size_t i = 4096; i + 64 <= sizeof area; i += 8)
+      if (!memcmp(area + i, "TCJN", 4) && ++seen == 3) {
+        area[i + 64 + 24] ^= 1;  /* its first entry's version */
+        CHECK(pwrite(fd, area + i + 64 + 24, 1, (off_t) (i + 64 + 24)) == 1, "flip");
+        break;
+      }
+    CHECK(seen == 3, "%s: three batches in the journal (%d)", name, seen);
+  }
+  close(fd);
+  CHECK(tc_store_open(&st, path(name), NULL) == 0, "%s: reopen: %s", name, tc_last_error());
+  return st;
+}
+
+static void
+test_journal(void)
+{
+  static const uint64_t all[4] = { 1, 2, 3, 1 }, two[4] = { 1, 2, 1, 1 };
+  struct tc_store *st = journal_crash("j0", 32 << 20, 0);
+  CHECK(journal_state(st, all, 3), "journal: three synced batches replayed after a crash");
+  /* The replay was checkpointed: a second crash right away keeps it. */
+  CHECK(journal_step(st, 3, 1, 4) == 0, "write after replay");
+  static const uint64_t four[4] = { 1, 2, 3, 4 };
+  CHECK(journal_state(st, four, 4), "new write after replay");
+  tc_store_close(st);
+  CHECK(tc_store_open(&st, path("j0"), NULL) == 0 && journal_state(st, four, 4), "reopen after close");
+  tc_store_close(st);
+
+  st = journal_crash("j1", 32 << 20, 1);
+  CHECK(journal_state(st, two, 2), "journal: a last batch whose data is not on disk is dropped whole");
+  struct tc_store_stats ss;
+  CHECK(tc_store_stats(st, &ss) == 0 && ss.used_bytes == 4 * SEC, "its sector is free again (used %" PRIu64 ")",
+        ss.used_bytes);
+  tc_store_close(st);
+
+  st = journal_crash("j2", 32 << 20, 2);
+  CHECK(journal_state(st, two, 2), "journal: a torn last batch (checksum) is dropped");
+  CHECK(journal_step(st, 2, 1, 5) == 0, "write after the torn batch");
+  tc_store_close(st);
+  CHECK(tc_store_open(&st, path("j2"), NULL) == 0, "reopen j2");
+  static const uint64_t five[4] = { 1, 2, 5, 1 };
+  CHECK(journal_state(st, five, 5), "the old batch never comes back");
+  tc_store_close(st);
+
+  /* A store of 4 GiB or more has a 16 MiB header area, the journal in it. */
+  st = journal_crash("jbig", 4ull << 30, 0);
+  struct tc_store_info info;
+  tc_store_get_info(st, &info);
+  CHECK(info.data_offset == 16 << 20 && journal_state(st, all, 3), "a 16 MiB journal replayed (data at %" PRIu64 ")",
+        info.data_offset);
+  tc_store_close(st);
+  unlink(path("jbig"));
+}
+
 static void
 test_corruption(void)
 {
@@ -496,7 +622,23 @@ test_compact(void)
     found += where[s] >= 0;
     runs += where[s] != where[s - 1] + SEC;
   }
-  CHECK(found == 32 && runs <= 4, "the 128 KiB object lies in %d runs (%d sectors found)", runs, found);
+  CHECK(found == 32 && runs == 1, "the 128 KiB object lies in %d runs (%d sectors found)", runs, found);
+  /* Whole-object overwrites, synced each round, reuse the space they free. */
+  CHECK(tc_store_open(&st, path("compact"), NULL) == 0, "reopen compact");
+  for (int round = 0; round < 200; round++)
+    for (int obj = 0; obj < 8; obj++) {
+      memset(buf, round, sizeof buf);
+      if (tc_store_write(st, 3, (uint64_t) obj << 17, 32 * SEC, buf, (uint64_t) round + 1) < 0 ||
+          (obj == 7 && tc_store_sync(st) < 0)) {
+        CHECK(0, "large overwrite: %s", tc_last_error());
+        round = 200;
+        break;
+      }
+    }
+  CHECK(tc_store_close(st) == 0, "close compact");
+  CHECK(stat(path("compact"), &sb) == 0 && sb.st_blocks * 512 < (8 << 20),
+        "200 synced overwrites of 1 MiB in whole objects keep the file under 8 MiB (%jd KiB allocated)",
+        (intmax_t) sb.st_blocks / 2);
 }
 
 static int
@@ -720,6 +862,7 @@ main(void)
   test_round_trips();
   test_crash_loses_only_unsynced();
   test_corruption();
+  test_journal();
   test_space();
   test_threads();
   test_block_sizes();

@@ -4,6 +4,7 @@
  * log's allocator). */
 #include <config.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tap.h"
@@ -252,6 +253,66 @@ out:
   free(c);
 }
 
+/* Many random writes, deletes and partial writes over a few MiB of two
+ * inodes (past the index's growth, some crossing a 1 MiB window), against
+ * a byte model: the replay of the log gives the newest bytes everywhere a
+ * write went since the last trim, and overlaps agree. */
+static void
+test_random_against_model(void)
+{
+  enum { SPAN = 3 << 20, OPS = 6000 };
+  static uint8_t model[SPAN];
+  static signed char written[SPAN];
+  static uint8_t buf[128 * 1024];
+  struct tc_ulog log = { 0 };
+  uint64_t x = 88172645463325252ull;
+  int bad = 0;
+  for (int i = 0; i < OPS; i++) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    int kind = (int) (x % 10);             /* 0: delete, 1-2: partial, else write */
+    uint64_t inode = 1 + (x >> 8) % 2;
+    uint32_t len;
+    uint64_t off;
+    if (kind == 1 || kind == 2) {
+      len = 1 + (uint32_t) ((x >> 12) % 3000);
+      off = (x >> 24) % (SPAN - len);
+    }
+    else {
+      len = S * (1 + (uint32_t) ((x >> 12) % ((i % 97) ? 2 : 32)));
+      off = (x >> 24) % (SPAN / S - len / S) * S;
+      if (i % 211 == 0)                    /* across a window boundary */
+        off = (1 << 20) - S;
+    }
+    uint8_t v = (uint8_t) (1 + i % 250);
+    memset(buf, v, len);
+    if (write_acked(&log, inode, off, len, kind ? buf : NULL, kind == 1 || kind == 2) != 0)
+      bad++;
+    if (inode == 1)
+      for (uint32_t k = 0; k < len; k++) {
+        model[off + k] = kind ? v : 0;
+        written[off + k] = 1;
+      }
+  }
+  CHECK(bad == 0, "%d random adds failed", bad);
+  CHECK(log.nslots >= 1024, "the index grew (%zu slots for %zu entries)", log.nslots, log.count);
+  CHECK(sum_len(&log) == log.bytes && count(&log) == log.count, "byte and entry counts");
+  uint64_t mem = 0;
+  size_t fat = 0;
+  for (const struct tc_ulog_entry *u = log.head; u; u = u->next) {
+    mem += u->cap;
+    fat += u->data && (uint64_t) u->len * 2 < u->cap;
+  }
+  CHECK(mem == log.mem && fat == 0, "memory count %" PRIu64 " = %" PRIu64 ", %zu entries hold more than twice their bytes",
+        mem, log.mem, fat);
+  int wrong = 0;
+  for (uint64_t b = 0; b < SPAN; b += 61)
+    if (written[b] && byte_after_replay(&log, b) != model[b])
+      wrong++;
+  CHECK(wrong == 0, "replay gives the newest byte everywhere (%d wrong)", wrong);
+  CHECK(overlaps_agree(&log), "overlapping entries agree");
+  tc_ulog_clear(&log);
+}
+
 int
 main(void)
 {
@@ -259,5 +320,6 @@ main(void)
   test_durable();
   test_record_reserved();
   test_split_without_memory();
+  test_random_against_model();
   return DONE();
 }

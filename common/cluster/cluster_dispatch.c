@@ -11,6 +11,7 @@
 #include "cluster_int.h"
 #include "error.h"
 #include "log.h"
+#include "tune.h"
 #include "vector.h"
 
 /* --- operations --- */
@@ -127,6 +128,9 @@ cop_complete(struct cop *cop)
   }
   if (cop->op && cop->op->code == TC_OBJ_SYNC && !cop->error && !cop->resync)
     tc_ulog_trim(&cl->log, cop->sync_seq);
+  /* Give back free heap memory a burst of requests (their buffers, the
+   * log's after a sync) left behind: at most one look a second. */
+  tc_tune_release();
   if (!cop->op) {
     pthread_mutex_lock(cop->wlock);
     *cop->wdone = true;
@@ -250,7 +254,8 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
       if (r < 0)
         tc_err("cluster: out of memory keeping an unsynced write of inode 0x%" PRIx64 " for replay: the write fails",
                op->inode);
-      if (cl->log.bytes > cl->max_dirty)
+      /* What the log holds, not what it says: cut entries keep buffers. */
+      if (cl->log.mem > cl->max_dirty)
         cluster_auto_sync(cl);
     }
     break;
@@ -291,6 +296,17 @@ sreq_fill_partial(struct sreq *sr, struct tc_frame_hdr *h)
     sr->req.iov = sr->iov_if;
     sr->req.iovcnt = 2;
   }
+}
+
+/* Whether osd is the primary of some PG of the map. */
+static bool
+osd_leads_any(const struct tc_map *m, uint64_t osd)
+{
+  for (size_t i = 0; i < m->n_pools; i++)
+    for (uint32_t k = 0; m->pgs[i] && k < m->pools[i].pg_count; k++)
+      if (m->pgs[i][k].primary == osd)
+        return true;
+  return false;
 }
 
 /* Send sr to where it belongs now, or park it. Loop thread. */
@@ -339,6 +355,17 @@ cluster_sreq_dispatch(struct sreq *sr)
     osd = pgi->primary;
   }
   struct tc_msgr_conn *conn = cluster_link_get(cl, osd);
+  if (!conn && sr->kind == SR_SYNC && !osd_leads_any(cl->map, osd)) {
+    /* Unreachable and primary of no PG any more (its PGs moved): what it
+     * acknowledged cannot be synced there, so it is written again to the
+     * PGs' primaries (resync: replay, then sync all), and that round
+     * needs nothing from it. Waiting for it to leave the map held the
+     * sync, and the writes held behind a full log, for a lease's time. */
+    if (!cop->all_round)
+      cop->resync = true;
+    part_finish(sr, 0);
+    return;
+  }
   if (!conn) {
     cluster_request_refresh(cl);
     cluster_sreq_wait(sr, -ECONNREFUSED);
@@ -406,6 +433,7 @@ cluster_cop_start_sync(struct cop *cop, bool all)
     for (size_t i = 0; i < cl->map->n_osds && !lost; i++)
       lost = dirty_add(cl, cl->map->osds[i].id) < 0;
   cop->resync = false;
+  cop->all_round = all;
   cop->sync_seq = cl->log.seq;
   size_t n = cl->ndirty;
   if (lost || n > (size_t) cop->nparts) {

@@ -61,6 +61,7 @@ struct cop {
   int pending;
   int error;
   bool resync;                 /* SYNC: a target was lost, sync everything again */
+  bool all_round;              /* SYNC: this round syncs every OSD (after a replay) */
   uint64_t sync_seq;           /* SYNC: the log entries it covers (seq <= this) */
   int replay_pending;          /* SYNC: replayed writes still in flight */
   bool internal;               /* a replay: op is ours, free it when done */

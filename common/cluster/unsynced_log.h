@@ -24,14 +24,25 @@ struct tc_ulog_entry {
   uint64_t seq, inode, offset;
   uint32_t len;
   bool partial;
-  uint8_t *data;                 /* at least len bytes */
+  uint8_t *data;                 /* cap >= len bytes */
+  uint32_t cap;
+  bool mapped;                   /* data is mmap()ed (large), not malloc()ed */
   struct tc_ulog_entry *next, *prev;
+  /* The index (unsynced_log.c): the chain of its slot, or of the wide
+   * entries (slot -1: it crosses a 1 MiB boundary, or no index). */
+  struct tc_ulog_entry *cnext, *cprev;
+  long slot;
 };
 
 struct tc_ulog {
   struct tc_ulog_entry *head, *tail;
   uint64_t seq;                  /* the last entry's */
   uint64_t bytes;                /* the entries' lengths */
+  uint64_t mem;                  /* the entries' data buffers (caps): what the log holds */
+  /* Index of the entries by (inode, 1 MiB window), so that an add looks
+   * only at the entries that can overlap it, not at the whole log. */
+  struct tc_ulog_entry **slots, *wide;
+  size_t nslots, count;
   /* How the log allocates (freed with free()); NULL: malloc. The unit
    * test injects allocation failures here. Set before first use. */
   void *(*alloc)(size_t n);

@@ -5,7 +5,17 @@
 /* Keep large buffers (I/O payloads, encryption bounce buffers) on the heap
  * instead of glibc's default mmap/munmap per allocation above 128 KiB: each
  * 1 MiB request otherwise costs 256 page faults and a TLB shootdown.
- * Measured with bench/messenger: 128 KiB x 32 in flight roughly doubles. */
+ * Measured with bench/messenger: 128 KiB x 32 in flight roughly doubles.
+ * The free memory kept is bounded (trim threshold, few arenas) so that the
+ * process gives memory back after a burst. */
 void tc_tune_malloc(void);
+
+/* Free memory the heap may keep between bursts. */
+#define TC_TUNE_KEEP_FREE (64u << 20)
+/* After a burst (a sync that freed the buffers kept for replay, a store
+ * sync): give free heap memory back to the system when more than
+ * TC_TUNE_KEEP_FREE is held in free chunks (fragmented chunks are never
+ * trimmed by themselves). Cheap to call often: looks at most once a second. */
+void tc_tune_release(void);
 
 #endif

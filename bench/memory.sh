@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Resident memory under load: nbdkit tromcho (the plugin's process) and the
+# three OSDs while fio writes random 4 KiB - 1 MiB blocks through four NBD
+# connections at once (16 in flight each), then reads them back; peak and
+# end RSS of each process, sampled every 0.2 s.
+#   bench/memory.sh [SECONDS] [SIZE]      (from a built tree)
+#   CASES="a c" (environment): (a) plain image, mode none; (c) XTS, gcm.
+# Prints figures; never passes or fails. The goals (bench/README.md): OSD
+# under 100 MiB, nbdkit under 256 MiB whatever its connections do.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+secs=${1:-30} size=${2:-1G}
+. "$top/bench/bench-functions.sh"
+
+want=" ${CASES:-a c} "
+echo "# $(date -u +%FT%TZ), $(nproc) cores, $secs s of 4 connections x QD16, 4k-1m random writes then reads over $size, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+
+# run_case LABEL NAME: load the export served as NAME, sample its processes
+run_case () {
+  local label=$1 name=$2 d=$3
+  local nbd osds p
+  nbd=$(cat "$work/$name.pid")
+  osds=$(for n in 1 2 3; do pgrep -f "osd_data $d/osd$n\$" | head -1; done)
+  local -A peak=()
+  for rw in randwrite randread; do
+    fio --name=mem --ioengine=nbd --uri="$URI" --size="$size" --rw=$rw --bsrange=4k-1m --iodepth=16 \
+        --numjobs=4 --group_reporting --time_based --runtime="$secs" >/dev/null 2>&1 &
+    local f=$!
+    while kill -0 "$f" 2>/dev/null; do
+      for p in $nbd $osds; do
+        local r
+        r=$(awk '/^Rss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)
+        [ "${r:-0}" -gt "${peak[$p]:-0}" ] && peak[$p]=$r
+      done
+      sleep 0.2
+    done
+    wait "$f" || true
+  done
+  printf '%-22s nbdkit peak %6d MiB, end %6d MiB\n' "$label" $(( ${peak[$nbd]:-0} / 1024 )) \
+    $(( $(awk '/^Rss:/ {print $2}' "/proc/$nbd/smaps_rollup") / 1024 ))
+  local n=1
+  for p in $osds; do
+    printf '%-22s OSD %d   peak %6d MiB, end %6d MiB\n' "$label" $n $(( ${peak[$p]:-0} / 1024 )) \
+      $(( $(awk '/^Rss:/ {print $2}' "/proc/$p/smaps_rollup") / 1024 ))
+    n=$((n + 1))
+  done
+}
+
+if [[ $want == *" a "* ]]; then
+  cluster plain 0 none
+  TROMCHO_CONFIG=$CONF tromcho create a -s "$size" >/dev/null
+  serve a "$CONF" a
+  run_case "(a) plain, none" a "$work/plain"
+fi
+if [[ $want == *" c "* ]]; then
+  cluster sealed 1 gcm
+  TROMCHO_CONFIG=$CONF tromcho create c -s "$size" --enc_key auto >/dev/null
+  serve c "$CONF" c proto_checksums=gcm
+  run_case "(c) xts, gcm" c "$work/sealed"
+fi
+echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
