@@ -243,6 +243,9 @@ image_write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint
     r = tc_integrity_write(ly->integ, &img->os, img->block_size, off, len, src);
   else {
     int n = make_chunks(img, ops, TC_OBJ_WRITE, ly->inode, off, len, src, NULL, 0);
+    /* The ciphertext is ours, freed below: the store may seal it in place. */
+    for (int i = 0; i < n; i++)
+      ops[i].scratch = bounce != NULL;
     r = image_run_ops(img, ops, n, "write");
   }
 out:

@@ -203,7 +203,7 @@ queue_out(struct tc_msgr_conn *c, struct tc_out *o)
   }
   tc_msgr_schedule_post(c->m);
   /* The post still runs (it resumes a paused reader). */
-  if (c->state == C_UP && !c->want_out && c->out_bytes >= EARLY_WRITE)
+  if (c->state == C_UP && !c->want_out && !c->writing && c->out_bytes >= EARLY_WRITE)
     (void) write_out(c);   /* EAGAIN or a closed c: the post and EPOLLOUT go on */
 }
 
@@ -229,11 +229,9 @@ queue_raw(struct tc_msgr_conn *c, struct tc_buf *b)
   return 0;
 }
 
-/* Write what the socket takes: 0 once everything is written, -1 on
- * EAGAIN (EPOLLOUT is asked for) or when a write error closed c. Never
- * reads. */
+/* write_out's loop. */
 static int
-write_out(struct tc_msgr_conn *c)
+write_some(struct tc_msgr_conn *c)
 {
   while (!STAILQ_EMPTY(&c->out) && c->state != C_CLOSED) {
     struct iovec iov[WRITE_IOV];
@@ -278,6 +276,20 @@ write_out(struct tc_msgr_conn *c)
     }
   }
   return c->state == C_CLOSED ? -1 : 0;
+}
+
+/* Write what the socket takes: 0 once everything is written, -1 on
+ * EAGAIN (EPOLLOUT is asked for) or when a write error closed c. Never
+ * reads. */
+static int
+write_out(struct tc_msgr_conn *c)
+{
+  if (c->writing)
+    return -1;   /* the outer call goes on */
+  c->writing = 1;
+  int r = write_some(c);
+  c->writing = 0;
+  return r;
 }
 
 void
