@@ -7,6 +7,16 @@
 . "$top_srcdir/tests/cluster-functions.sh"
 requires tromcho tromcho-osd curl python3 sha256sum
 start_kv
+if [ "${FAILOVER_MODE:-}" = gcm ]; then
+  # Keys (the OSDs have a certificate, the client trusts osd_ca) and mode
+  # gcm: the client seals the encrypted image's ciphertext in place, so a
+  # write resent after the OSD's death or replayed from the unsynced log
+  # must be sent from its plain bytes again (test-client-failover-gcm.sh).
+  tromcho make-certs --dir "$TESTDIR/pki" >/dev/null || fail "make-certs"
+  P=$TESTDIR/pki
+  EXTRA_CONF=", \"proto_checksums\": \"gcm\", \"force_proto_checksums\": \"gcm\", \"osd_ca\": \"$P/osd_ca.crt\",
+    \"osd_cert\": \"$P/osd_ca.crt\", \"osd_pkey\": \"$P/osd_ca.key\""
+fi
 OP_TIMEOUT=50 write_conf
 make_pool 1 8 2 2
 start_osd 1

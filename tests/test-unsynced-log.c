@@ -313,12 +313,43 @@ test_random_against_model(void)
   tc_ulog_clear(&log);
 }
 
+/* A scratch write (the cluster client seals its buffer in place) copies
+ * its bytes into the record before sending and acknowledges with the
+ * record's own data: kept as a write of those bytes (not taken for a
+ * DELETE), and an older entry under it is still cut. */
+static void
+test_bytes_already_in_record(void)
+{
+  struct tc_ulog log = { 0 };
+  uint8_t *a = pattern(2 * S, 0xaa);
+  CHECK(a != NULL, "memory");
+  if (!a)
+    return;
+  CHECK(write_acked(&log, 1, 0, 2 * S, a, false) == 0, "older write");
+  struct tc_ulog_entry *e = tc_ulog_reserve(&log, 1, S, S, true, false);
+  CHECK(e != NULL, "reserve");
+  if (!e) {
+    tc_ulog_clear(&log);
+    free(a);
+    return;
+  }
+  memset(e->data, 0x55, S);
+  CHECK(tc_ulog_add(&log, e, e->data) == 0, "acknowledged with the record's bytes");
+  CHECK(e->data != NULL && byte_after_replay(&log, S) == 0x55 && byte_after_replay(&log, 2 * S - 1) == 0x55,
+        "the record keeps its bytes for replay (not a DELETE)");
+  CHECK(byte_after_replay(&log, 0) == 0xaa && count(&log) == 2 && sum_len(&log) == 2 * S,
+        "the older write is cut to what the newer does not cover");
+  tc_ulog_clear(&log);
+  free(a);
+}
+
 int
 main(void)
 {
   test_keeps_newest();
   test_durable();
   test_record_reserved();
+  test_bytes_already_in_record();
   test_split_without_memory();
   test_random_against_model();
   return DONE();

@@ -248,7 +248,9 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
       /* The record was reserved before sending: keeping an acknowledged
        * write for replay needs no memory now (tc_ulog_add says when it
        * would have and the write fails instead). */
-      const uint8_t *bytes = op->code != TC_OBJ_DELETE ? (const uint8_t *) op->buf + (sr->off - op->offset) : NULL;
+      const uint8_t *bytes = op->code == TC_OBJ_DELETE ? NULL
+                             : sr->saved ? sr->rec->data   /* op->buf may be sealed */
+                             : (const uint8_t *) op->buf + (sr->off - op->offset);
       r = durable ? tc_ulog_add_durable(&cl->log, sr->rec, bytes) : tc_ulog_add(&cl->log, sr->rec, bytes);
       sr->rec = NULL;
       if (r < 0)
@@ -400,6 +402,18 @@ cluster_sreq_dispatch(struct sreq *sr)
       sr->iov.iov_len = sr->len;
       sr->req.iov = &sr->iov;
       sr->req.iovcnt = 1;
+      if (op->scratch && sr->rec && sr->rec->data) {
+        /* The messenger may seal the buffer in place (gcm): the record
+         * takes the bytes first (the copy it takes at the acknowledgement
+         * otherwise), and every resend starts from it again, so neither a
+         * retry nor a replay ever sends ciphertext as data. */
+        if (sr->saved)
+          memcpy(sr->iov.iov_base, sr->rec->data, sr->len);
+        else
+          memcpy(sr->rec->data, sr->iov.iov_base, sr->len);
+        sr->saved = true;
+        sr->req.flags = TC_MSGR_INPLACE;
+      }
       break;
     case TC_OBJ_DELETE:
       *h = tc_osd_rw_hdr(TC_OP_DELETE, op->inode, sr->off, sr->len, 0);

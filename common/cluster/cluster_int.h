@@ -50,6 +50,8 @@ struct sreq {
   struct tc_osd_write_if cond;
   STAILQ_ENTRY(sreq) wnext;    /* the wait list */
   struct tc_ulog_entry *rec;   /* DATA writes: the log record, reserved before sending */
+  bool saved;                  /* a scratch WRITE: rec->data holds its bytes, and the
+                                * buffer's slice may be sealed (restored before a resend) */
 };
 
 

@@ -46,6 +46,10 @@ struct tc_objop {
   uint64_t min_rev;       /* READ: served once the OSD's image records are at
                            * least at this KV revision (the fence), 0: any */
   unsigned flags;         /* TC_OBJ_FUA */
+  bool scratch;           /* WRITE: buf is the submitter's own copy (the image
+                           * layer's XTS ciphertext), not read after done():
+                           * the store may overwrite it (the cluster client
+                           * seals it in place for the wire) */
   int result;
   void (*done)(struct tc_objop *op);
   void *opaque;           /* the submitter's */

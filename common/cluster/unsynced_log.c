@@ -279,8 +279,10 @@ log_supersede(struct tc_ulog *log, struct tc_ulog_entry *n, const void *data)
 {
   uint64_t off = n->offset, end = off + n->len;
   int r = 0;
-  if (n->data && data)
-    memcpy(n->data, data, n->len);
+  if (n->data && data) {
+    if (data != n->data)   /* else the bytes are there already */
+      memcpy(n->data, data, n->len);
+  }
   else if (n->data) {
     /* Reserved for bytes, acknowledged without: a DELETE. */
     data_free(n);

@@ -56,7 +56,7 @@ struct tc_ulog_entry *tc_ulog_reserve(const struct tc_ulog *log, uint64_t inode,
 /* A reserved record whose write was not acknowledged. NULL is ignored. */
 void tc_ulog_release(struct tc_ulog_entry *e);
 /* The write of reserved record e (taken, always) was acknowledged with
- * these bytes (NULL for a DELETE): append it as the youngest entry; older
+ * these bytes (NULL for a DELETE; e->data when they are already there): append it as the youngest entry; older
  * entries it covers are dropped or cut to what it does not cover, so a
  * replay never brings back old data; whole-sector entries under a partial
  * write are patched with its bytes. Returns 0, or -ENOMEM when an older

@@ -192,17 +192,28 @@ image_read_sectors(struct tc_image *img, uint8_t *buf, uint64_t off, uint64_t le
       goto out;
     for (int i = 0; i < m; i++) {
       uint64_t s0 = (ops[i].offset - off) / SECTOR, ns = ops[i].len / SECTOR;
-      for (uint64_t k = 0; k < ns; k++) {
-        uint64_t s = s0 + k;
-        if (!need[s] || !bit(ops[i].bitmap, k))
+      for (uint64_t k = 0; k < ns;) {
+        if (!need[s0 + k] || !bit(ops[i].bitmap, k)) {
+          k++;
           continue;
-        if (l > 0)
-          memcpy(buf + s * SECTOR, tmp + s * SECTOR, SECTOR);
-        if (ly->encrypted &&
-            image_layer_crypt(ly, false, off / SECTOR + s, buf + s * SECTOR, buf + s * SECTOR, SECTOR) < 0)
-          goto out;
-        need[s] = 0;
-        left--;
+        }
+        /* A run of sectors this layer gives: one XTS call (one context
+         * from the pool) for all of it, from the scratch buffer straight
+         * into the caller's for a parent. */
+        uint64_t k1 = k + 1;
+        while (k1 < ns && need[s0 + k1] && bit(ops[i].bitmap, k1))
+          k1++;
+        uint64_t s = s0 + k, run = k1 - k;
+        const uint8_t *src = l > 0 ? tmp + s * SECTOR : buf + s * SECTOR;
+        if (ly->encrypted) {
+          if (image_layer_crypt(ly, false, off / SECTOR + s, src, buf + s * SECTOR, run * SECTOR) < 0)
+            goto out;
+        }
+        else if (l > 0)
+          memcpy(buf + s * SECTOR, src, run * SECTOR);
+        memset(need + s, 0, run);
+        left -= run;
+        k = k1;
       }
     }
   }
@@ -247,8 +258,11 @@ image_write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint
   }
   else {
     int n = make_chunks(img, ops, TC_OBJ_WRITE, ly->inode, off, len, src, NULL, 0);
-    for (int i = 0; i < n; i++)
+    /* The ciphertext is ours, freed below: the store may seal it in place. */
+    for (int i = 0; i < n; i++) {
       ops[i].flags = flags;
+      ops[i].scratch = bounce != NULL;
+    }
     r = image_run_ops(img, ops, n, "write");
   }
 out:

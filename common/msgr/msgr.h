@@ -79,9 +79,19 @@
  *
  * Copies. Request and reply payloads are written straight from the
  * caller's iovecs (none/payload) or sealed into one buffer (gcm; with
- * TC_MSGR_INPLACE the caller's buffers are sealed in place, no copy).
- * Incoming payloads are read straight into req->rbuf when given, otherwise
- * into one malloc'd buffer handed over to the callback.
+ * TC_MSGR_INPLACE the caller's buffers are sealed in place, no copy: the
+ * OSD's replies, and the cluster client's writes of an encrypted image,
+ * whose XTS ciphertext is its own scratch copy and whose replay-log record
+ * keeps the bytes for a resend, cluster_dispatch.c). Incoming payloads are
+ * read straight into req->rbuf when given (the part that arrived with the
+ * header is copied from the read buffer), otherwise into one malloc'd
+ * buffer handed over to the callback; gcm opens them in place.
+ *
+ * Writes. Frames go out at the end of the loop round, a batch in one
+ * writev; a large frame (>= 16 KiB) goes out as soon as 64 KiB are queued,
+ * so the peer opens it while we seal the next (the two sides otherwise
+ * took turns). A reply's free_fn may therefore run before tc_msgr_reply
+ * returns.
  *
  * Lifetime. A connection is valid from tc_msgr_connect() (or the UP
  * callback of an accepted one) until its DOWN callback returns. Call

@@ -17,6 +17,12 @@
 #define RBUF_SIZE (64 * 1024)
 #define DIRECT_READ_MIN 16384   /* payloads this big are read straight into their buffer */
 #define WRITE_IOV 128
+/* A large frame is written at once, when the output queued reaches this,
+ * instead of at the end of the loop round: the peer starts on it while we
+ * seal the next ones (in gcm a 128 KiB frame costs ~50 us to seal; without
+ * this both sides took turns). Small frames still go out together at the
+ * end of the round: one writev for a batch costs less CPU. */
+#define EARLY_WRITE (64 * 1024)
 
 enum { REQ_IDLE = 0, REQ_WAITING, REQ_WRITING, REQ_SENT };
 
@@ -24,6 +30,7 @@ int tc_msgr_read_rounds = 16;
 
 static void conn_event(struct tc_evloop *loop, int fd, uint32_t events, void *arg);
 static void do_read(struct tc_msgr_conn *c);
+static int write_out(struct tc_msgr_conn *c);
 
 static const char *
 peer_word(const struct tc_msgr_conn *c)
@@ -197,6 +204,10 @@ queue_out(struct tc_msgr_conn *c, struct tc_out *o)
     c->m->flushq = c;
   }
   tc_msgr_schedule_post(c->m);
+  /* The post still runs (it resumes a paused reader). */
+  if (c->state == C_UP && !c->want_out && !c->writing && o->bytes >= DIRECT_READ_MIN &&
+      c->out_bytes >= EARLY_WRITE)
+    (void) write_out(c);   /* EAGAIN or a closed c: the post and EPOLLOUT go on */
 }
 
 /* Handshake bytes to send. */
@@ -221,8 +232,9 @@ queue_raw(struct tc_msgr_conn *c, struct tc_buf *b)
   return 0;
 }
 
-void
-tc_msgr_conn_flush(struct tc_msgr_conn *c)
+/* write_out's loop. */
+static int
+write_some(struct tc_msgr_conn *c)
 {
   while (!STAILQ_EMPTY(&c->out) && c->state != C_CLOSED) {
     struct iovec iov[WRITE_IOV];
@@ -244,10 +256,10 @@ tc_msgr_conn_flush(struct tc_msgr_conn *c)
       if (errno == EAGAIN) {
         c->want_out = 1;
         update_events(c);
-        return;
+        return -1;
       }
       tc_msgr_conn_fail(c, errno, "write: %s", strerror(errno));
-      return;
+      return -1;
     }
     c->st.bytes_out += (uint64_t) w;
     size_t left = (size_t) w;
@@ -266,7 +278,27 @@ tc_msgr_conn_flush(struct tc_msgr_conn *c)
       out_complete(c, o, 1);
     }
   }
-  if (c->state == C_CLOSED)
+  return c->state == C_CLOSED ? -1 : 0;
+}
+
+/* Write what the socket takes: 0 once everything is written, -1 on
+ * EAGAIN (EPOLLOUT is asked for) or when a write error closed c. Never
+ * reads. */
+static int
+write_out(struct tc_msgr_conn *c)
+{
+  if (c->writing)
+    return -1;   /* the outer call goes on */
+  c->writing = 1;
+  int r = write_some(c);
+  c->writing = 0;
+  return r;
+}
+
+void
+tc_msgr_conn_flush(struct tc_msgr_conn *c)
+{
+  if (write_out(c) < 0)
     return;
   if (c->want_out) {
     c->want_out = 0;

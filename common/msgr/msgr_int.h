@@ -193,6 +193,7 @@ struct tc_msgr_conn {
   STAILQ_HEAD(, tc_out) out;       /* frames to write, in order */
   size_t out_bytes;
   int want_out;
+  int writing;                     /* in write_out (a free_fn queued more: no nested write) */
   /* client side */
   STAILQ_HEAD(, tc_msgr_req) waiting;   /* requests over the caps or before the handshake */
   struct tc_msgr_req *inflight[TC_MSGR_HASH];
