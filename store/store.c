@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <linux/falloc.h>
 #include <stdio.h>
@@ -170,6 +171,17 @@ batch_durable(struct tc_store *st, uint64_t upto, struct tc_store_runs *fr, stru
   free(pu->v);
 }
 
+/* A flush failed (lock held): the store refuses calls until reopened;
+ * what was queued behind it and the freed-sector lists are dropped. */
+static void
+flush_failed(struct tc_store *st, int err, struct tc_store_runs *fr, struct tc_store_runs *pu)
+{
+  st->broken = err ? err : EIO;
+  pending_free(st);
+  free(fr->v);
+  free(pu->v);
+}
+
 /* Hand the batch's freed-sector lists over to *fr and *pu (lock held). */
 static void
 take_freed(struct tc_store *st, struct tc_store_runs *fr, struct tc_store_runs *pu)
@@ -191,9 +203,7 @@ static int
 commit(struct tc_store *st)
 {
   wait_flushes(st);
-  if (st->broken)
-    return tc_error(EIO, "store %s: unusable after an earlier failure (%s)", st->data_path,
-                    strerror(st->broken));
+  CHECK_USABLE(st);
   uint64_t upto = st->seq;
   MDB_txn *txn = st->txn;
   /* The checkpoint holds every journaled operation: the journal starts a
@@ -234,12 +244,8 @@ commit(struct tc_store *st)
     r = apply_pending(st);
     err = errno;
   }
-  else {
-    st->broken = err ? err : EIO;   /* the batch is lost: refuse calls until reopened */
-    pending_free(st);
-    free(fr.v);
-    free(pu.v);
-  }
+  else
+    flush_failed(st, err, &fr, &pu);   /* the batch is lost */
   pthread_cond_broadcast(&st->idle);
   errno = err;
   return r;
@@ -257,9 +263,7 @@ static int
 journal_flush(struct tc_store *st)
 {
   wait_flushes(st);
-  if (st->broken)
-    return tc_error(EIO, "store %s: unusable after an earlier failure (%s)", st->data_path,
-                    strerror(st->broken));
+  CHECK_USABLE(st);
   if (!tc_store_journal_fits(&st->j))
     return commit(st);
   uint64_t upto = st->seq;
@@ -278,21 +282,19 @@ journal_flush(struct tc_store *st)
   if (r == 0 && (dirty || b) && fdatasync(st->fd) < 0)
     r = tc_error(errno, "store %s: fdatasync: %m", st->data_path);
   int err = errno;
+  bool wrote = b != NULL;
   free(b);
   pthread_mutex_lock(&st->lock);
   st->jflushing = 0;
   if (r == 0) {
-    if (b) {
+    if (wrote) {
       tc_store_journal_written(&st->j, len);
       st->commits++;
     }
     batch_durable(st, upto, &fr, &pu);
   }
-  else {
-    st->broken = err ? err : EIO;   /* durability unknown: refuse calls until reopened */
-    free(fr.v);
-    free(pu.v);
-  }
+  else
+    flush_failed(st, err, &fr, &pu);   /* durability unknown */
   pthread_cond_broadcast(&st->idle);
   errno = err;
   return r;
