@@ -784,6 +784,12 @@ alloc_sectors(struct tc_store *st, uint32_t *locs, uint32_t count)
   for (int attempt = 0;; attempt++) {
     if (alloc_try(st, locs, count) == 0)
       return 0;
+    if (st->jflushing || st->committing) {
+      /* A flush holds the old copies it will free: wait for it, retry. */
+      wait_flushes(st);
+      attempt--;
+      continue;
+    }
     if (attempt || (!st->to_free.n && !st->to_punch.n))
       return tc_error(ENOSPC, "store %s: the data area is full (%" PRIu32 " sectors)",
                       st->data_path, st->alloc.nsect);
