@@ -362,7 +362,7 @@ cluster_sreq_dispatch(struct sreq *sr)
      * acknowledged cannot be synced there, so it is written again to the
      * PGs' primaries (resync: replay, then sync all), and that round
      * needs nothing from it. Waiting for it to leave the map held the
-     * sync, and the writes held behind a full log, for a lease's time. */
+     * sync for up to a lease's time. */
     if (!cop->all_round)
       cop->resync = true;
     part_finish(sr, 0);
