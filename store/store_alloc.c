@@ -92,7 +92,7 @@ find_large(struct tc_store_alloc *a, uint32_t want)
   if (a->cursor < a->nsect && run_length(a, a->cursor, want) == want)
     return a->cursor;
   size_t words = a->nsect / 64, k = (want + 63) / 64;   /* whole words only */
-  if (words < k)
+  if (words < k || a->zcursor == SIZE_MAX)   /* none since the last full scan */
     return UINT32_MAX;
   size_t w = a->zcursor < words ? a->zcursor : 0, seen = 0, run = 0;
   while (seen < words + k) {
@@ -108,6 +108,9 @@ find_large(struct tc_store_alloc *a, uint32_t want)
       return (uint32_t) ((w - k) * 64);
     }
   }
+  /* No wholly free run anywhere: do not scan again on every large write
+   * of a full store, only once a durable batch freed sectors (rewind). */
+  a->zcursor = SIZE_MAX;
   return UINT32_MAX;
 }
 

@@ -52,7 +52,7 @@ struct tc_store_alloc {
   uint32_t nsect;
   uint32_t used;
   uint32_t cursor;    /* next-fit: where the last allocation ended */
-  size_t zcursor;     /* large requests: the bitmap word after the last one placed */
+  size_t zcursor;     /* large requests: the bitmap word after the last one placed; SIZE_MAX: none free */
   size_t zlow;        /* the lowest word freed since the last rewind */
 };
 int tc_store_alloc_init(struct tc_store_alloc *a, uint32_t nsect);
