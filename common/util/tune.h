@@ -10,8 +10,10 @@
  * process gives memory back after a burst. */
 void tc_tune_malloc(void);
 
-/* Free memory the heap may keep between bursts. */
-#define TC_TUNE_KEEP_FREE (64u << 20)
+/* Free memory the heap may keep between bursts: as much as the trim
+ * threshold (it was 64 MiB, which nbdkit's peak under bench/memory.sh
+ * carried on top of its buffers). */
+#define TC_TUNE_KEEP_FREE (16u << 20)
 /* After a burst (a sync that freed the buffers kept for replay, a store
  * sync): give free heap memory back to the system when more than
  * TC_TUNE_KEEP_FREE is held in free chunks (fragmented chunks are never
