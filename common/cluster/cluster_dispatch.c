@@ -249,7 +249,7 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
        * write for replay needs no memory now (tc_ulog_add says when it
        * would have and the write fails instead). */
       const uint8_t *bytes = op->code == TC_OBJ_DELETE ? NULL
-                             : sr->saved || sr->from_rec ? sr->rec->data   /* op->buf may be sealed, or plaintext */
+                             : sr->saved ? sr->rec->data   /* op->buf may be sealed */
                              : (const uint8_t *) op->buf + (sr->off - op->offset);
       r = durable ? tc_ulog_add_durable(&cl->log, sr->rec, bytes) : tc_ulog_add(&cl->log, sr->rec, bytes);
       sr->rec = NULL;
@@ -402,9 +402,7 @@ cluster_sreq_dispatch(struct sreq *sr)
       sr->iov.iov_len = sr->len;
       sr->req.iov = &sr->iov;
       sr->req.iovcnt = 1;
-      if (sr->from_rec)
-        sr->iov.iov_base = sr->rec->data;   /* sealed out of place: it stays the record */
-      else if (op->scratch && sr->rec && sr->rec->data) {
+      if (op->scratch && sr->rec && sr->rec->data) {
         /* The messenger may seal the buffer in place (gcm): the record
          * takes the bytes first (the copy it takes at the acknowledgement
          * otherwise), and every resend starts from it again, so neither a
@@ -556,16 +554,6 @@ cluster_submit(void *ctx, struct tc_objop *op)
                                                      op->code == TC_OBJ_WRITE_PARTIAL))) {
         cluster_cop_free(cop);
         return -ENOMEM;
-      }
-      else if (op->code == TC_OBJ_WRITE && op->transform) {
-        /* The bytes the OSDs store go straight into the record. */
-        if (op->transform(op->transform_ctx, sr->off, (const uint8_t *) op->buf + (sr->off - op->offset),
-                          sr->rec->data, sr->len) < 0) {
-          tc_err("cluster: write of inode 0x%" PRIx64 ": %s", op->inode, tc_last_error());
-          cluster_cop_free(cop);
-          return -EIO;
-        }
-        sr->from_rec = true;
       }
     }
   }
