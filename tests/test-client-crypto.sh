@@ -94,4 +94,11 @@ n2=$(cat "$TESTDIR"/osd*/data "$TESTDIR"/osd*/data.meta 2>/dev/null | grep -ac "
 [ "$n2" = 0 ] || fail "the encrypted image's marker is in OSD files ($n2 matches)"
 tromcho dd iimg=enc of="$TESTDIR/marks-back" bs=64K skip=16 count=4 2>/dev/null || fail "read marks back"
 cmp "$TESTDIR/marks" "$TESTDIR/marks-back" || fail "marks read back differ"
+# A sector of that 256 KiB write in its second object (the store encrypts
+# each object's part on its own): stored as XTS with its own index as tweak.
+S2=$((16 * 16 + 32 + 3))
+"$TOOL" rawread enc $((S2 * 4096)) 4096 > "$TESTDIR/ct2" || fail "raw read of sector $S2"
+dd if="$TESTDIR/marks" of="$TESTDIR/sector2" bs=4096 skip=$((S2 - 256)) count=1 status=none
+xts_decrypt $S2 "$TESTDIR/ct2" "$TESTDIR/pt3" || fail "OpenSSL XTS decryption"
+cmp "$TESTDIR/pt3" "$TESTDIR/sector2" || fail "sector $S2 of a multi-object write is not stored as XTS with tweak $S2"
 echo "test-client-crypto: ok"
