@@ -94,8 +94,9 @@ n2=$(cat "$TESTDIR"/osd*/data "$TESTDIR"/osd*/data.meta 2>/dev/null | grep -ac "
 [ "$n2" = 0 ] || fail "the encrypted image's marker is in OSD files ($n2 matches)"
 tromcho dd iimg=enc of="$TESTDIR/marks-back" bs=64K skip=16 count=4 2>/dev/null || fail "read marks back"
 cmp "$TESTDIR/marks" "$TESTDIR/marks-back" || fail "marks read back differ"
-# A sector of that 256 KiB write in its second object (the store encrypts
-# each object's part on its own): stored as XTS with its own index as tweak.
+# A sector of that 256 KiB write past its first 128 KiB object (the
+# default block size: the write goes out as one operation per object):
+# stored as XTS with its own index as tweak, not its write's first.
 S2=$((16 * 16 + 32 + 3))
 "$TOOL" rawread enc $((S2 * 4096)) 4096 > "$TESTDIR/ct2" || fail "raw read of sector $S2"
 dd if="$TESTDIR/marks" of="$TESTDIR/sector2" bs=4096 skip=$((S2 - 256)) count=1 status=none

@@ -11,8 +11,8 @@
 void tc_tune_malloc(void);
 
 /* Free memory the heap may keep between bursts: as much as the trim
- * threshold (it was 64 MiB, which nbdkit's peak under bench/memory.sh
- * carried on top of its buffers). */
+ * threshold (it was 64 MiB: free memory the processes kept resident on
+ * top of their buffers). */
 #define TC_TUNE_KEEP_FREE (16u << 20)
 /* After a burst (a sync that freed the buffers kept for replay, a store
  * sync): give free heap memory back to the system when more than
