@@ -41,6 +41,8 @@ tc_cluster_new(const struct tc_config *cfg, struct tc_kv *kv)
     return NULL;
   }
   STAILQ_INIT(&cl->waiting);
+  STAILQ_INIT(&cl->held);
+  STAILQ_INIT(&cl->drain);
   cl->cfg = cfg;
   cl->kv = kv;
   pthread_mutex_init(&cl->map_lock, NULL);
@@ -111,6 +113,7 @@ shutdown_cb(struct tc_evloop *loop, void *arg)
     tc_evloop_timer_cancel(loop, cl->retry_timer);
     cl->retry_timer = NULL;
   }
+  cluster_replay_cancel(cl);        /* held writes, draining replays */
   cluster_dispatch_waiting(cl);     /* each fails with ECANCELED */
   tc_msgr_free(cl->msgr);   /* in-flight requests complete with errors */
   cl->msgr = NULL;

@@ -112,6 +112,10 @@ static void
 cop_complete(struct cop *cop)
 {
   struct tc_cluster *cl = cop->cl;
+  if (cop->counted) {
+    cop->counted = false;
+    cluster_replay_write_done(cl);
+  }
   if (cop->op && cop->op->code != TC_OBJ_SYNC && cop->fua_sync && !cop->error && !cl->stopping) {
     struct tc_objop *op = cop->op;
     cluster_cop_free(cop);
@@ -505,6 +509,8 @@ cluster_cop_start(struct tc_evloop *loop, void *arg)
     cluster_cop_start_sync(cop, false);
     return;
   }
+  if (cluster_replay_holds(cop))
+    return;
   int n = cop->nparts;
   cop->pending = n;
   for (int i = 0; i < n; i++)

@@ -69,6 +69,8 @@ struct cop {
   bool internal;               /* a replay: op is ours, free it when done */
   bool fua_sync;               /* a FUA write some OSD answered as a plain one
                                 * (built before FUA): SYNC before completing */
+  bool counted;                /* a write counted in writes_inflight */
+  STAILQ_ENTRY(cop) hnext;     /* the held list (writes), or the drain list (replays) */
   int nparts;
   struct sreq *parts;
   /* listing */
@@ -105,6 +107,14 @@ struct tc_cluster {
   uint64_t max_dirty;
   bool auto_syncing;
   bool stopping;
+  /* A replay's barrier (cluster_replay.c): a replay waits (drain) until no
+   * write is in flight, and writes submitted while one is draining or
+   * replaying wait (held) until all are done, so that no replayed write,
+   * older than any write in flight, can land over a newer one. */
+  unsigned writes_inflight;    /* writes started and not complete */
+  int replaying;               /* replays draining or in flight */
+  STAILQ_HEAD(, cop) held;     /* writes waiting for the replays */
+  STAILQ_HEAD(, cop) drain;    /* replays (their SYNCs) waiting for no write in flight */
 
   /* the map for other threads */
   pthread_mutex_t map_lock;
@@ -146,6 +156,9 @@ void cluster_cop_free(struct cop *cop);
 
 /* cluster_replay.c */
 void cluster_replay_then_sync(struct cop *sync);
+bool cluster_replay_holds(struct cop *cop);
+void cluster_replay_write_done(struct tc_cluster *cl);
+void cluster_replay_cancel(struct tc_cluster *cl);
 void cluster_auto_sync(struct tc_cluster *cl);
 
 #endif

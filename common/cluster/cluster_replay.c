@@ -13,6 +13,90 @@
 #include "error.h"
 #include "log.h"
 
+/* --- the barrier: no write in flight while a replay's writes are --- */
+
+static bool
+is_write(const struct tc_objop *op)
+{
+  return op && (op->code == TC_OBJ_WRITE || op->code == TC_OBJ_DELETE || op->code == TC_OBJ_WRITE_PARTIAL ||
+                op->code == TC_OBJ_WRITE_IF);
+}
+
+/* At the start of cop: a write (not a replay's own) waits while a replay
+ * drains or runs (true: held, started again at its end); otherwise it is
+ * counted in flight until it completes. */
+bool
+cluster_replay_holds(struct cop *cop)
+{
+  struct tc_cluster *cl = cop->cl;
+  if (cop->internal || !is_write(cop->op))
+    return false;
+  if (cl->replaying && !cl->stopping) {
+    STAILQ_INSERT_TAIL(&cl->held, cop, hnext);
+    return true;
+  }
+  cop->counted = true;
+  cl->writes_inflight++;
+  return false;
+}
+
+static void replay_send(struct cop *sync);
+
+/* A counted write completed: the replays waiting for the writes in flight
+ * go once there are none. */
+void
+cluster_replay_write_done(struct tc_cluster *cl)
+{
+  if (--cl->writes_inflight)
+    return;
+  while (!STAILQ_EMPTY(&cl->drain) && !cl->writes_inflight) {
+    struct cop *sync = STAILQ_FIRST(&cl->drain);
+    STAILQ_REMOVE_HEAD(&cl->drain, hnext);
+    replay_send(sync);
+  }
+}
+
+/* A replay is over (its writes acknowledged or failed): when it was the
+ * last, the writes held meanwhile start, in the order they came. */
+static void
+replay_end(struct tc_cluster *cl)
+{
+  if (--cl->replaying)
+    return;
+  STAILQ_HEAD(, cop) q = STAILQ_HEAD_INITIALIZER(q);
+  STAILQ_CONCAT(&q, &cl->held);
+  while (!STAILQ_EMPTY(&q)) {
+    struct cop *c = STAILQ_FIRST(&q);
+    STAILQ_REMOVE_HEAD(&q, hnext);
+    cluster_cop_start(cl->loop, c);
+  }
+}
+
+static void
+replay_fail(struct cop *sync, int err)
+{
+  struct tc_cluster *cl = sync->cl;
+  struct tc_objop *sop = sync->op;
+  sop->result = err;
+  cluster_cop_free(sync);
+  sop->done(sop);
+  replay_end(cl);
+}
+
+/* The client stops: replays waiting to drain fail, held writes start (and
+ * are cancelled as every other request). Loop thread, cl->stopping set. */
+void
+cluster_replay_cancel(struct tc_cluster *cl)
+{
+  while (!STAILQ_EMPTY(&cl->drain)) {
+    struct cop *sync = STAILQ_FIRST(&cl->drain);
+    STAILQ_REMOVE_HEAD(&cl->drain, hnext);
+    replay_fail(sync, -ECANCELED);
+  }
+}
+
+/* --- the replay --- */
+
 static void
 replay_put(struct cop *sync, int result)
 {
@@ -22,13 +106,12 @@ replay_put(struct cop *sync, int result)
   }
   if (--sync->replay_pending == 0) {
     if (sync->error) {
-      struct tc_objop *sop = sync->op;
-      sop->result = sync->error;
-      cluster_cop_free(sync);
-      sop->done(sop);
+      replay_fail(sync, sync->error);
+      return;
     }
-    else
-      cluster_cop_start_sync(sync, true);
+    struct tc_cluster *cl = sync->cl;
+    cluster_cop_start_sync(sync, true);
+    replay_end(cl);
   }
 }
 
@@ -42,12 +125,37 @@ replay_done(struct tc_objop *op)
   replay_put(sync, r);
 }
 
-/* An OSD was lost before the SYNC: write again everything the SYNC was to
- * make durable (routed to the PGs' current primaries), then sync all. */
+/* An OSD was lost before the SYNC: once no write is in flight (a write in
+ * flight is newer than every entry of the log, and may reach the OSD
+ * first), write again every acknowledged unsynced write (routed to the
+ * PGs' current primaries), then sync all. Writes that come meanwhile wait
+ * (cluster_replay_holds). */
 void
 cluster_replay_then_sync(struct cop *sync)
 {
   struct tc_cluster *cl = sync->cl;
+  cl->replaying++;
+  if (cl->writes_inflight) {
+    tc_debug("cluster: a replay waits for %u writes in flight", cl->writes_inflight);
+    STAILQ_INSERT_TAIL(&cl->drain, sync, hnext);
+    return;
+  }
+  replay_send(sync);
+}
+
+static void
+replay_send(struct cop *sync)
+{
+  struct tc_cluster *cl = sync->cl;
+  if (tc_now_ms() > sync->deadline) {
+    tc_warn("cluster: giving up on a sync: the writes in flight before its replay did not finish in time");
+    replay_fail(sync, -ETIMEDOUT);
+    return;
+  }
+  /* Everything the log holds: entries acknowledged since the SYNC began
+   * may also have gone to the lost OSD, and the round after the replay
+   * covers (and forgets) all of them. */
+  sync->sync_seq = cl->log.seq;
   sync->replay_pending = 1;   /* ours, dropped at the end */
   uint64_t n = 0;
   for (struct tc_ulog_entry *u = cl->log.head; u && u->seq <= sync->sync_seq; u = u->next) {
