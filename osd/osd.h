@@ -60,6 +60,7 @@ struct osd_req {
   uint64_t claim_osd;       /* SHOW_CONFIG: the OSD the caller claims to be (0: none) */
   struct tc_osd_write_if cond;   /* WRITE_IF: what the sector must still hold */
   bool fua;                 /* TC_OSD_FLAG_FUA: durable before the reply (writes and deletes only) */
+  uint64_t replay_version;  /* TC_OSD_FLAG_REPLAY: write only if the object's version is below (0: not a replay) */
 };
 
 /* Decode hdr + payload (hdr->len bytes). block_size: the store's object size.
@@ -251,6 +252,7 @@ struct osd {
 
   /* counters */
   uint64_t ops, eperm, eagain, recovered, repaired;
+  uint64_t replays_skipped;   /* REPLAY writes the object held already (osd_primary_write.c) */
   uint64_t scrubbed, scrub_bad;              /* background and on-demand scrubs */
 
   /* stats in the KV (osd_stats.c) and the scrub schedule (osd_scrub_sched.c) */

@@ -89,6 +89,12 @@ osd_req_decode(const struct tc_frame_hdr *hdr, const void *payload, uint32_t blo
   if (r->fua && r->op != TC_OP_WRITE && r->op != TC_OP_WRITE_PARTIAL && r->op != TC_OP_WRITE_IF &&
       r->op != TC_OP_DELETE && r->op != TC_OP_SEC_WRITE && r->op != TC_OP_SEC_DELETE)
     return bad(err, errlen, -EINVAL, "%s: FUA on an operation that writes nothing", name);
+  if (hdr->flags & TC_OSD_FLAG_REPLAY) {
+    if (r->op != TC_OP_WRITE && r->op != TC_OP_WRITE_PARTIAL && r->op != TC_OP_WRITE_IF && r->op != TC_OP_DELETE)
+      return bad(err, errlen, -EINVAL, "%s: REPLAY on an operation that is not a client's write", name);
+    if (!(r->replay_version = h.rw.version))
+      return bad(err, errlen, -EINVAL, "%s: a replay of version 0", name);
+  }
   const uint8_t *p = payload;
   int rc;
   switch (r->op) {

@@ -103,6 +103,7 @@ osd_describe(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *h
   json_object_object_add(j, "ops", json_object_new_int64((int64_t) o->ops));
   json_object_object_add(j, "eperm", json_object_new_int64((int64_t) o->eperm));
   json_object_object_add(j, "recovered", json_object_new_int64((int64_t) o->recovered));
+  json_object_object_add(j, "replays_skipped", json_object_new_int64((int64_t) o->replays_skipped));
   json_object_object_add(j, "repaired", json_object_new_int64((int64_t) o->repaired));
   json_object_object_add(j, "recovery_inflight", json_object_new_int(o->recovery_inflight));
   for (size_t i = 0; i < o->n_pgs; i++) {

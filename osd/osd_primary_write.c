@@ -259,6 +259,12 @@ osd_primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hd
     osd_client_reply(cl, hdr, -EAGAIN, 0, 0, NULL, 0);
     return;
   }
+  if (r->replay_version && ob->version >= r->replay_version) {
+    /* A replay the object holds already, or something newer over it. */
+    o->replays_skipped++;
+    osd_client_reply_flags(cl, hdr, 0, ob->version, TC_OSD_FLAG_REPLAY);
+    return;
+  }
   struct wop *w = osd_op_new(sizeof *w, o, cl, hdr, pg, r->inode, r->offset);
   if (!w) {
     osd_client_reply(cl, hdr, -ENOMEM, 0, 0, NULL, 0);

@@ -68,6 +68,10 @@ check(const uint8_t *data, size_t size)
       abort();     /* FUA on an operation that writes nothing */
     if (r.fua != ((h.flags & TC_OSD_FLAG_FUA) != 0))
       abort();
+    if (((h.flags & TC_OSD_FLAG_REPLAY) != 0) != (r.replay_version != 0) ||
+        (r.replay_version && r.op != TC_OP_WRITE && r.op != TC_OP_WRITE_PARTIAL && r.op != TC_OP_WRITE_IF &&
+         r.op != TC_OP_DELETE))
+      abort();     /* a replay condition on what is no client write, or lost */
   }
   else if (!err[0])
     abort();       /* a refusal must say why */

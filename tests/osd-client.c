@@ -28,6 +28,7 @@
  *   scrub-all --pool P             SEC_LIST every OSD, SCRUB each object on its primary;
  *                                  prints "scrub objects=N bad=B repaired=R"
  *   wait-clean --pool P            until every PG of the pool is active and clean
+ *   describe --osd N               print OSD N's DESCRIBE answer (JSON)
  *   bench --inode I --rw randwrite|randread|write|read [--bs 4k] [--iodepth N]
  *         [--seconds S] [--size 256M]
  */
@@ -812,6 +813,23 @@ cmd_wait_clean(int argc, char **argv)
   }
 }
 
+static int
+cmd_describe(int argc, char **argv)
+{
+  struct op op;
+  memset(&op, 0, sizeof op);
+  op.req.hdr.opcode = TC_OP_DESCRIBE;
+  op.osd = num(argc, argv, "--osd", NULL);
+  int st = op_run(&op);
+  if (st < 0 || !op.req.reply_payload) {
+    fprintf(stderr, "osd-client: DESCRIBE of OSD %" PRIu64 ": %s\n", op.osd, st < 0 ? strerror(-st) : "no answer");
+    return 1;
+  }
+  printf("%.*s\n", (int) op.req.reply.len, (const char *) op.req.reply_payload);
+  free(op.req.reply_payload);
+  return 0;
+}
+
 /* ---- bench ---- */
 
 static uint64_t b_ops, b_lat_sum, b_end, b_size, b_bs, b_inode, b_seq_pos;
@@ -974,6 +992,8 @@ main(int argc, char **argv)
     rc = cmd_wait_clean(ac, av);
   else if (!strcmp(cmd, "bench"))
     rc = cmd_bench(ac, av);
+  else if (!strcmp(cmd, "describe"))
+    rc = cmd_describe(ac, av);
   else {
     fprintf(stderr, "osd-client: unknown command '%s'\n", cmd);
     rc = 2;

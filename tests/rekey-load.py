@@ -12,6 +12,7 @@ import os
 import random
 import sys
 import time
+import zlib
 
 import nbd
 
@@ -48,6 +49,7 @@ def main():
     hs[0].flush()
     print("filled %d bytes" % size, flush=True)
     n = errors = 0
+    hist = {}
     t0 = time.time()
     while not os.path.exists(stop):
         who = n % (len(hs) + (1 if f is not None else 0))
@@ -82,6 +84,11 @@ def main():
             fail("op %d (%s %d+%d via %s): %s" % (n, "zero" if zero else "write", off, ln,
                                                   uris[who] if who < len(hs) else path, e))
         model[off:off + ln] = data
+        # Each 4 KiB sector's states (op, writer, time, CRC-32): a wrong byte
+        # at the end then says which state came back.
+        now = time.time()
+        for s in range(off // 4096, (off + ln - 1) // 4096 + 1):
+            hist.setdefault(s, []).append((n, who, now, zlib.crc32(model[s * 4096:(s + 1) * 4096])))
         if got != data:
             errors += 1
             print("WRONG: read after op %d at %d+%d" % (n, off, ln), flush=True)
@@ -101,6 +108,12 @@ def main():
                 bad = next(k for k in range(chunk) if got[k] != model[off + k])
                 errors += 1
                 print("WRONG: final read via %s at byte %d" % (uris[i], off + bad), flush=True)
+                sec = (off + bad) // 4096
+                crc = zlib.crc32(got[sec * 4096 - off:(sec + 1) * 4096 - off])
+                names = ["nbd%d" % k for k in range(len(hs))] + ["file"]
+                for (op, w, t, c) in hist.get(sec, [])[-6:]:
+                    print("  sector %d: op %d via %s at %.3f%s" % (sec, op, names[w], t,
+                          " <- what it holds" if c == crc else ""), flush=True)
                 break
     if f is not None:
         os.close(f)

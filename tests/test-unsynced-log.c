@@ -343,6 +343,51 @@ test_bytes_already_in_record(void)
   free(a);
 }
 
+/* Each entry keeps the object version its reply carried, for the
+ * conditional replay (TC_OSD_FLAG_REPLAY): a split keeps it on both parts,
+ * a partial write's patch makes the patched entry as new as the patch, and
+ * an entry of an old OSD (version 0) stays unconditional. */
+static struct tc_ulog_entry *
+add_version(struct tc_ulog *log, uint64_t off, uint32_t len, const uint8_t *data, bool partial, uint64_t version)
+{
+  struct tc_ulog_entry *e = tc_ulog_reserve(log, 1, off, len, data != NULL, partial);
+  if (!e)
+    return NULL;
+  e->version = version;
+  return tc_ulog_add(log, e, data) == 0 ? e : NULL;
+}
+
+static void
+test_versions(void)
+{
+  struct tc_ulog log = { 0 };
+  uint8_t *a = pattern(4 * S, 0xaa);
+  CHECK(a != NULL, "memory");
+  if (!a)
+    return;
+  struct tc_ulog_entry *e = add_version(&log, 0, 4 * S, a, false, 7);
+  CHECK(e != NULL && add_version(&log, S, S, a, false, 8) != NULL, "a write, then one inside it");
+  int n7 = 0;
+  for (struct tc_ulog_entry *u = log.head; u; u = u->next)
+    n7 += u->version == 7;
+  CHECK(count(&log) == 3 && n7 == 2, "both parts of the split keep version 7 (%d)", n7);
+  tc_ulog_clear(&log);
+  memset(&log, 0, sizeof log);
+  CHECK(add_version(&log, 0, S, a, false, 5) != NULL && add_version(&log, 10, 4, a, true, 9) != NULL,
+        "a sector, then a partial write over it");
+  struct tc_ulog_entry *sec = log.head && !log.head->partial ? log.head : log.tail;
+  CHECK(count(&log) == 2 && sec && !sec->partial && sec->version == 9,
+        "the patched sector is as new as the patch (version %" PRIu64 ")", sec ? sec->version : 0);
+  tc_ulog_clear(&log);
+  memset(&log, 0, sizeof log);
+  CHECK(add_version(&log, 0, S, a, false, 0) != NULL && add_version(&log, 10, 4, a, true, 9) != NULL,
+        "a sector from an old OSD, then a partial write over it");
+  sec = log.head && !log.head->partial ? log.head : log.tail;
+  CHECK(sec && !sec->partial && sec->version == 0, "an unconditional entry stays unconditional when patched");
+  tc_ulog_clear(&log);
+  free(a);
+}
+
 int
 main(void)
 {
@@ -352,5 +397,6 @@ main(void)
   test_bytes_already_in_record();
   test_split_without_memory();
   test_random_against_model();
+  test_versions();
   return DONE();
 }

@@ -255,6 +255,14 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
       const uint8_t *bytes = op->code == TC_OBJ_DELETE ? NULL
                              : sr->saved ? sr->rec->data   /* op->buf may be sealed */
                              : (const uint8_t *) op->buf + (sr->off - op->offset);
+      if (cop->replay_version && (req->reply.flags & TC_OSD_FLAG_REPLAY)) {
+        /* A replay the object held already (or something newer): nothing
+         * was written, the SYNC after the replay covers what is there. */
+        tc_ulog_release(sr->rec);
+        sr->rec = NULL;
+        break;
+      }
+      sr->rec->version = tc_osd_hdr_of(&req->reply).reply.version;
       r = durable ? tc_ulog_add_durable(&cl->log, sr->rec, bytes) : tc_ulog_add(&cl->log, sr->rec, bytes);
       sr->rec = NULL;
       if (r < 0)
@@ -294,7 +302,7 @@ sreq_fill_partial(struct sreq *sr, struct tc_frame_hdr *h)
   sr->req.iov = &sr->iov;
   sr->req.iovcnt = 1;
   *h = tc_osd_rw_hdr(op->code == TC_OBJ_WRITE_IF ? TC_OP_WRITE_IF : TC_OP_WRITE_PARTIAL, op->inode, op->offset,
-                     op->len, 0);
+                     op->len, sr->cop->replay_version);
   if (op->code == TC_OBJ_WRITE_IF) {
     sr->cond = (struct tc_osd_write_if) { .hash = op->if_hash, .present = op->if_present };
     sr->iov_if[0] = (struct iovec) { &sr->cond, sizeof sr->cond };
@@ -401,7 +409,7 @@ cluster_sreq_dispatch(struct sreq *sr)
       sr->req.rbuf_len = sr->len;
       break;
     case TC_OBJ_WRITE:
-      *h = tc_osd_rw_hdr(TC_OP_WRITE, op->inode, sr->off, sr->len, 0);
+      *h = tc_osd_rw_hdr(TC_OP_WRITE, op->inode, sr->off, sr->len, cop->replay_version);
       sr->iov.iov_base = (uint8_t *) op->buf + (sr->off - op->offset);
       sr->iov.iov_len = sr->len;
       sr->req.iov = &sr->iov;
@@ -420,7 +428,7 @@ cluster_sreq_dispatch(struct sreq *sr)
       }
       break;
     case TC_OBJ_DELETE:
-      *h = tc_osd_rw_hdr(TC_OP_DELETE, op->inode, sr->off, sr->len, 0);
+      *h = tc_osd_rw_hdr(TC_OP_DELETE, op->inode, sr->off, sr->len, cop->replay_version);
       break;
     case TC_OBJ_WRITE_PARTIAL:
     case TC_OBJ_WRITE_IF:
@@ -431,6 +439,8 @@ cluster_sreq_dispatch(struct sreq *sr)
     }
     if ((op->flags & TC_OBJ_FUA) && op->code != TC_OBJ_READ && op->code != TC_OBJ_BITMAP)
       h->flags |= TC_OSD_FLAG_FUA;
+    if (cop->replay_version)
+      h->flags |= TC_OSD_FLAG_REPLAY;
   }
   tc_debug("cluster: send %s inode 0x%" PRIx64 " offset %" PRIu64 " len %u to OSD %" PRIu64 " (sreq %p)",
            tc_osd_op_name(h->opcode), inode, sr->off, sr->len, osd, (void *) sr);

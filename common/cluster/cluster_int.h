@@ -70,6 +70,7 @@ struct cop {
   bool fua_sync;               /* a FUA write some OSD answered as a plain one
                                 * (built before FUA): SYNC before completing */
   bool counted;                /* a write counted in writes_inflight */
+  uint64_t replay_version;     /* a replayed write: the version of its first reply (TC_OSD_FLAG_REPLAY) */
   STAILQ_ENTRY(cop) hnext;     /* the held list (writes), or the drain list (replays) */
   int nparts;
   struct sreq *parts;

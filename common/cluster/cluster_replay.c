@@ -182,6 +182,7 @@ replay_send(struct cop *sync)
     c->cl = cl;
     c->op = op;
     c->internal = true;
+    c->replay_version = u->version;
     c->deadline = sync->deadline;
     c->nparts = 1;
     c->parts = part;

@@ -146,6 +146,18 @@ _Static_assert(TC_OSD_PROTO_VERSION == TC_PROTO_VERSION, "the handshake carries 
  * owns bit 0 (TC_FRAME_REPLY, frame.h) and leaves the others alone. */
 #define TC_OSD_FLAG_FUA 0x0100u   /* request: durable before the reply; reply: it is */
 _Static_assert((TC_OSD_FLAG_FUA & TC_FRAME_REPLY) == 0, "FUA is not the messenger's bit");
+/* Replay (request: a WRITE, WRITE_PARTIAL, WRITE_IF or DELETE whose rw
+ * view's version is the object version the first reply to this write
+ * carried, not 0): a client writing again, after an OSD was lost, a write
+ * that was acknowledged and not yet synced. The primary writes only if the
+ * object's version now is below that one; else the object holds the write
+ * already (the survivors' newest copy won at peering, and versions are
+ * taken in order) or something newer over it (another process may have
+ * written since), and the reply, status 0, carries the flag: nothing was
+ * written. An OSD from before this flag ignores it and writes (the old
+ * replay). */
+#define TC_OSD_FLAG_REPLAY 0x0200u
+_Static_assert((TC_OSD_FLAG_REPLAY & TC_FRAME_REPLY) == 0, "REPLAY is not the messenger's bit");
 
 /* The condition of a WRITE_IF (little-endian, packed), before the data. */
 struct tc_osd_write_if {

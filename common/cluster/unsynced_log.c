@@ -206,9 +206,13 @@ log_shrink(struct tc_ulog *log, struct tc_ulog_entry *u)
  * (so u is kept until a SYNC covers it). u and the partial entry then
  * overlap with the same bytes, which replay in either order. */
 static void
-log_patch(struct tc_ulog *log, struct tc_ulog_entry *u, uint64_t off, uint64_t end, const uint8_t *data)
+log_patch(struct tc_ulog *log, struct tc_ulog_entry *u, uint64_t off, uint64_t end, const uint8_t *data,
+          uint64_t version)
 {
   log_overwrite(u, off, end, data);
+  /* u now says what the partial write left: replayed unless the object
+   * holds that (a version 0 of an old OSD: unconditionally). */
+  u->version = u->version && version ? (version > u->version ? version : u->version) : 0;
   u->seq = log->seq + 1;   /* the partial entry's */
   if (u == log->tail)
     return;
@@ -250,6 +254,7 @@ log_cut(struct tc_ulog *log, struct tc_ulog_entry *u, uint64_t off, uint64_t end
       return 0;
     }
     t->seq = u->seq;
+    t->version = u->version;
     if (u->data)
       memcpy(t->data, u->data + (end - u->offset), t->len);
     log_insert_after(log, u, t);
@@ -314,7 +319,7 @@ log_supersede(struct tc_ulog *log, struct tc_ulog_entry *n, const void *data)
         u->cap = u->len;
         log->mem += u->cap;
       }
-      log_patch(log, u, off, end, n->data);
+      log_patch(log, u, off, end, n->data, n->version);
       continue;
     }
     if (log_cut(log, u, off, end, n->data) < 0)

@@ -24,6 +24,11 @@ struct tc_ulog_entry {
   uint64_t seq, inode, offset;
   uint32_t len;
   bool partial;
+  /* The object version its reply carried (0: unknown, an OSD from before
+   * versioned replays): replayed with it, so the primary writes it only if
+   * the object holds neither it nor something newer (TC_OSD_FLAG_REPLAY).
+   * Set by the caller before tc_ulog_add. */
+  uint64_t version;
   uint8_t *data;                 /* cap >= len bytes */
   uint32_t cap;
   bool mapped;                   /* data is mmap()ed (large), not malloc()ed */
