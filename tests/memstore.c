@@ -112,7 +112,12 @@ apply(struct memstore *m, struct tc_objop *op)
         (*p)->inode = op->inode;
         (*p)->index = first + i;
       }
-      memcpy((*p)->data, buf, TC_SECTOR);
+      if (!op->transform)
+        memcpy((*p)->data, buf, TC_SECTOR);
+      else if (op->transform(op->transform_ctx, (first + i) * TC_SECTOR, buf, (*p)->data, TC_SECTOR) < 0) {
+        pthread_mutex_unlock(&m->lock);
+        return -EIO;
+      }
       break;
     case TC_OBJ_DELETE:
       if (*p) {

@@ -253,7 +253,7 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
        * write for replay needs no memory now (tc_ulog_add says when it
        * would have and the write fails instead). */
       const uint8_t *bytes = op->code == TC_OBJ_DELETE ? NULL
-                             : sr->saved ? sr->rec->data   /* op->buf may be sealed */
+                             : sr->saved || sr->from_rec ? sr->rec->data   /* op->buf may be sealed, or plaintext */
                              : (const uint8_t *) op->buf + (sr->off - op->offset);
       if (cop->replay_version && (req->reply.flags & TC_OSD_FLAG_REPLAY)) {
         /* A replay the object held already (or something newer): nothing
@@ -414,7 +414,9 @@ cluster_sreq_dispatch(struct sreq *sr)
       sr->iov.iov_len = sr->len;
       sr->req.iov = &sr->iov;
       sr->req.iovcnt = 1;
-      if (op->scratch && sr->rec && sr->rec->data) {
+      if (sr->from_rec)
+        sr->iov.iov_base = sr->rec->data;   /* sealed out of place: it stays the record */
+      else if (op->scratch && sr->rec && sr->rec->data) {
         /* The messenger may seal the buffer in place (gcm): the record
          * takes the bytes first (the copy it takes at the acknowledgement
          * otherwise), and every resend starts from it again, so neither a
@@ -570,6 +572,16 @@ cluster_submit(void *ctx, struct tc_objop *op)
                                                      op->code == TC_OBJ_WRITE_PARTIAL))) {
         cluster_cop_free(cop);
         return -ENOMEM;
+      }
+      else if (op->code == TC_OBJ_WRITE && op->transform) {
+        /* The bytes the OSDs store go straight into the record. */
+        if (op->transform(op->transform_ctx, sr->off, (const uint8_t *) op->buf + (sr->off - op->offset),
+                          sr->rec->data, sr->len) < 0) {
+          tc_err("cluster: write of inode 0x%" PRIx64 ": %s", op->inode, tc_last_error());
+          cluster_cop_free(cop);
+          return -EIO;
+        }
+        sr->from_rec = true;
       }
     }
   }

@@ -52,6 +52,8 @@ struct sreq {
   struct tc_ulog_entry *rec;   /* DATA writes: the log record, reserved before sending */
   bool saved;                  /* a scratch WRITE: rec->data holds its bytes, and the
                                 * buffer's slice may be sealed (restored before a resend) */
+  bool from_rec;               /* a transformed WRITE: rec->data holds its bytes (made
+                                * at submit) and is what is sent, never sealed in place */
 };
 
 

@@ -50,6 +50,15 @@ struct tc_objop {
                            * layer's XTS ciphertext), not read after done():
                            * the store may overwrite it (the cluster client
                            * seals it in place for the wire) */
+  /* WRITE: when set, buf is plaintext and the store stores what this
+   * makes of it: each part of the write is turned (XTS-encrypted by the
+   * image layer) straight into the store's own copy of it (the cluster
+   * client's replay record), on the submitter's thread at submit, so the
+   * submitter needs no ciphertext buffer of its own. offset is the byte
+   * offset in the inode of in; returns 0 or -1 with tc_last_error().
+   * Every object store must honour it (never store buf as it is). */
+  int (*transform)(void *ctx, uint64_t offset, const void *in, void *out, uint32_t len);
+  void *transform_ctx;
   int result;
   void (*done)(struct tc_objop *op);
   void *opaque;           /* the submitter's */

@@ -230,6 +230,14 @@ out:
   return r;
 }
 
+/* An objop transform: XTS-encrypt a write's part into the store's copy
+ * (the tweak is the sector's offset in the inode, as on read). */
+static int
+encrypt_part(void *ctx, uint64_t offset, const void *in, void *out, uint32_t len)
+{
+  return image_layer_crypt(ctx, true, offset / SECTOR, in, out, len);
+}
+
 /* Write whole sectors [off, off+len) from buf to layer 0, encrypting. */
 int
 image_write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint64_t len, unsigned flags)
@@ -241,6 +249,20 @@ image_write_sectors(struct tc_image *img, const uint8_t *buf, uint64_t off, uint
   struct tc_objop *ops = calloc(count_chunks(img, off, len), sizeof *ops);
   if (!ops)
     return tc_error(ENOMEM, "image write: out of memory");
+  if (ly->encrypted && !ly->integ) {
+    /* No ciphertext buffer here: the store encrypts each part straight
+     * into its replay record (a third copy of every write in flight
+     * otherwise: nbdkit's buffer, this one, the record). */
+    int n = make_chunks(img, ops, TC_OBJ_WRITE, ly->inode, off, len, src, NULL, 0);
+    for (int i = 0; i < n; i++) {
+      ops[i].flags = flags;
+      ops[i].transform = encrypt_part;
+      ops[i].transform_ctx = ly;
+    }
+    r = image_run_ops(img, ops, n, "write");
+    free(ops);
+    return r;
+  }
   if (ly->encrypted) {
     if (!(bounce = aligned_alloc(SECTOR, len))) {
       tc_error(ENOMEM, "image write: out of memory");
