@@ -16,7 +16,7 @@ cleanup () {
 trap cleanup EXIT
 trap "exit 1" INT TERM
 export PATH=$top/cli:$top/osd:$top/gateway:$top/fuse:$PATH
-plugin=$top/nbdkit-plugin/.libs/nbdkit-tromcho-plugin.so
+plugin=${PLUGIN_SO:-$top/nbdkit-plugin/.libs/nbdkit-tromcho-plugin.so}
 port () { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_until () { local i; for i in $(seq 600); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
 

@@ -49,6 +49,7 @@ tc_cluster_new(const struct tc_config *cfg, struct tc_kv *kv)
   pthread_mutex_init(&cl->refresh_lock, NULL);
   pthread_cond_init(&cl->refresh_cond, NULL);
   pthread_mutex_init(&cl->stats_lock, NULL);
+  cluster_window_init(cl);
   int64_t to = tc_config_int(cfg, "client_op_timeout"), ri = tc_config_int(cfg, "client_retry_interval");
   if (to < 1 || ri < 1 || ri > 60000) {
     tc_error(EINVAL, "options client_op_timeout (>= 1 s) or client_retry_interval (1..60000 ms) out of range");
@@ -109,6 +110,7 @@ shutdown_cb(struct tc_evloop *loop, void *arg)
 {
   struct tc_cluster *cl = arg;
   cl->stopping = true;
+  cluster_window_stop(cl);
   if (cl->retry_timer) {
     tc_evloop_timer_cancel(loop, cl->retry_timer);
     cl->retry_timer = NULL;
@@ -136,6 +138,11 @@ tc_cluster_free(struct tc_cluster *cl)
     pthread_join(cl->refresh_thread, NULL);
   }
   if (cl->io_started) {
+    uint64_t peak, waits;
+    cluster_window_figures(cl, &peak, &waits);
+    tc_info("cluster: write window: fullest %" PRIu64 " of %" PRIu64 " bytes, %" PRIu64 " writes waited for room",
+            peak, cl->max_dirty, waits);
+    cluster_window_stop(cl);
     if (tc_evloop_submit(cl->loop, shutdown_cb, cl) < 0)
       tc_evloop_stop(cl->loop);
     pthread_join(cl->io_thread, NULL);
@@ -154,5 +161,6 @@ tc_cluster_free(struct tc_cluster *cl)
   pthread_mutex_destroy(&cl->refresh_lock);
   pthread_cond_destroy(&cl->refresh_cond);
   pthread_mutex_destroy(&cl->stats_lock);
+  cluster_window_destroy(cl);
   free(cl);
 }

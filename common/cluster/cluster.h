@@ -58,6 +58,7 @@ int tc_cluster_run(struct tc_cluster *c, struct tc_objop *op);
 /* Counters for tests and benchmarks. */
 struct tc_cluster_stats {
   uint64_t ops, retries, reconnects, map_updates, syncs;
+  uint64_t window_waits;       /* writes that waited for room in the write window */
 };
 void tc_cluster_stats(struct tc_cluster *c, struct tc_cluster_stats *st);
 

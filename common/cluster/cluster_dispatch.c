@@ -72,6 +72,8 @@ cluster_cop_free(struct cop *cop)
   }
   free(cop->parts);
   free(cop->ents);
+  if (cop->win_bytes)
+    cluster_window_undo(cop->cl, cop->win_bytes);
   free(cop);
 }
 
@@ -116,6 +118,10 @@ cop_complete(struct cop *cop)
     cop->counted = false;
     cluster_replay_write_done(cl);
   }
+  if (cop->win_bytes) {
+    cluster_window_done(cl, cop->win_bytes);
+    cop->win_bytes = 0;
+  }
   if (cop->op && cop->op->code != TC_OBJ_SYNC && cop->fua_sync && !cop->error && !cl->stopping) {
     struct tc_objop *op = cop->op;
     cluster_cop_free(cop);
@@ -130,8 +136,10 @@ cop_complete(struct cop *cop)
     cluster_replay_then_sync(cop);
     return;
   }
-  if (cop->op && cop->op->code == TC_OBJ_SYNC && !cop->error && !cop->resync)
+  if (cop->op && cop->op->code == TC_OBJ_SYNC && !cop->error && !cop->resync) {
     tc_ulog_trim(&cl->log, cop->sync_seq);
+    cluster_window_done(cl, 0);
+  }
   /* Give back free heap memory a burst of requests (their buffers, the
    * log's after a sync) left behind: at most one look a second. */
   tc_tune_release();
@@ -268,8 +276,10 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
       if (r < 0)
         tc_err("cluster: out of memory keeping an unsynced write of inode 0x%" PRIx64 " for replay: the write fails",
                op->inode);
-      /* What the log holds, not what it says: cut entries keep buffers. */
-      if (cl->log.mem > cl->max_dirty)
+      /* What the log holds, not what it says: cut entries keep buffers.
+       * From half the write window on, so the other half takes the
+       * writes that come while the sync runs (cluster_window.c). */
+      if (cl->log.mem > cl->max_dirty / 2)
         cluster_auto_sync(cl);
     }
     break;
@@ -539,11 +549,17 @@ cluster_submit(void *ctx, struct tc_objop *op)
   if ((op->code == TC_OBJ_WRITE_PARTIAL && (op->len == 0 || op->len > TC_OSD_MAX_OP_BYTES)) ||
       (op->code == TC_OBJ_WRITE_IF && op->len != TC_SECTOR))
     return -EINVAL;
+  /* Room in the write window first: what follows allocates its records. */
+  uint64_t win = op->code == TC_OBJ_WRITE || op->code == TC_OBJ_WRITE_PARTIAL || op->code == TC_OBJ_WRITE_IF ? op->len : 0;
+  win = cluster_window_enter(cl, win);
   struct cop *cop = calloc(1, sizeof *cop);
-  if (!cop)
+  if (!cop) {
+    cluster_window_undo(cl, win);
     return -ENOMEM;
+  }
   cop->cl = cl;
   cop->op = op;
+  cop->win_bytes = win;
   cop->deadline = tc_now_ms() + cl->op_timeout_ms;
   if (op->code != TC_OBJ_SYNC) {
     bool split = op->code == TC_OBJ_READ || op->code == TC_OBJ_BITMAP;

@@ -72,6 +72,7 @@ struct cop {
   bool fua_sync;               /* a FUA write some OSD answered as a plain one
                                 * (built before FUA): SYNC before completing */
   bool counted;                /* a write counted in writes_inflight */
+  uint64_t win_bytes;          /* a write's bytes in the write window */
   uint64_t replay_version;     /* a replayed write: the version of its first reply (TC_OSD_FLAG_REPLAY) */
   STAILQ_ENTRY(cop) hnext;     /* the held list (writes), or the drain list (replays) */
   int nparts;
@@ -119,6 +120,18 @@ struct tc_cluster {
   STAILQ_HEAD(, cop) held;     /* writes waiting for the replays */
   STAILQ_HEAD(, cop) drain;    /* replays (their SYNCs) waiting for no write in flight */
 
+  /* The write window (cluster_window.c), under win_lock: bytes of writes
+   * submitted and not complete, plus the log's, under max_dirty. */
+  pthread_mutex_t win_lock;
+  pthread_cond_t win_cond;
+  uint64_t win_inflight;       /* bytes of writes entered and not complete */
+  uint64_t win_log;            /* log.mem as the loop last saw it */
+  uint64_t win_peak;           /* the fullest the window was after an entry */
+  unsigned win_waiters;
+  bool win_kicked;             /* a sync request on its way to the loop */
+  bool win_syncing;            /* a background sync runs (auto_syncing) */
+  bool win_stop;
+
   /* the map for other threads */
   pthread_mutex_t map_lock;
   struct tc_map *shared_map;
@@ -163,5 +176,15 @@ bool cluster_replay_holds(struct cop *cop);
 void cluster_replay_write_done(struct tc_cluster *cl);
 void cluster_replay_cancel(struct tc_cluster *cl);
 void cluster_auto_sync(struct tc_cluster *cl);
+
+/* cluster_window.c */
+void cluster_window_init(struct tc_cluster *cl);
+void cluster_window_destroy(struct tc_cluster *cl);
+uint64_t cluster_window_enter(struct tc_cluster *cl, uint64_t bytes);
+void cluster_window_done(struct tc_cluster *cl, uint64_t bytes);
+void cluster_window_undo(struct tc_cluster *cl, uint64_t bytes);
+void cluster_window_figures(struct tc_cluster *cl, uint64_t *peak, uint64_t *waits);
+void cluster_window_syncing(struct tc_cluster *cl, bool syncing);
+void cluster_window_stop(struct tc_cluster *cl);
 
 #endif

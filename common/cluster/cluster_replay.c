@@ -205,6 +205,7 @@ auto_sync_done(struct tc_objop *op)
 {
   struct tc_cluster *cl = op->opaque;
   cl->auto_syncing = false;
+  cluster_window_syncing(cl, false);
   /* Cancelled by the client's own shutdown: not a failure (a caller that
    * needs its writes durable flushes before it closes). */
   if (op->result == -ECANCELED && cl->stopping)
@@ -233,6 +234,7 @@ cluster_auto_sync(struct tc_cluster *cl)
   c->internal = true;
   c->deadline = tc_now_ms() + cl->op_timeout_ms;
   cl->auto_syncing = true;
+  cluster_window_syncing(cl, true);
   STAT_INC(cl, ops);
   cluster_cop_start_sync(c, false);
 }

@@ -72,7 +72,7 @@ const struct tc_opt_def tc_options[] = {
   { "rekey_rate", TC_OPT_INT, "0", "tromcho modify --rekey: at most this many MiB/s of the old layer copied (0: no limit), so the re-key leaves the cluster to its users" },
   { "client_op_timeout", TC_OPT_INT, "120", "cluster client: seconds an operation keeps retrying (OSD lost, PG moving) before it fails" },
   { "client_retry_interval", TC_OPT_INT, "100", "cluster client: ms between retries of an operation that waits for an OSD or a new map" },
-  { "client_max_dirty_bytes", TC_OPT_INT, "64M", "cluster client: unsynced written bytes kept for replay after an OSD loss before a background sync" },
+  { "client_max_dirty_bytes", TC_OPT_INT, "64M", "cluster client: the write window: bytes of writes in flight plus unsynced ones kept for replay after an OSD loss; a write waits for room, a background sync starts at half" },
   /* image encryption */
   { "vault_url", TC_OPT_STRING, NULL, "Vault/OpenBao base URL for vault:<ID> keys" },
   { "vault_ca", TC_OPT_STRING, NULL, "CA of the Vault server" },
