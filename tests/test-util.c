@@ -1,10 +1,12 @@
 /* The utility layer: the growth rule and typed vectors (vector.h), whole
  * reads and writes (fullio.h) over a pipe that returns short counts and a
- * file that ends early. */
+ * file that ends early; calls submitted to an event loop from several
+ * threads at once all run, none stranded without a wake-up. */
 #include <config.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 #include "cleanup.h"
 #include "error.h"
+#include "evloop.h"
 #include "fullio.h"
 #include "tap.h"
 #include "vector.h"
@@ -159,9 +162,78 @@ test_read_file(void)
   free(b);
 }
 
+/* --- tc_evloop_submit from threads: every call runs, none is stranded --- */
+
+enum { SUBMITTERS = 4, CALLS = 20000 };
+static unsigned long ran;   /* the loop thread's only */
+
+static void
+count_call(struct tc_evloop *l, void *arg)
+{
+  (void) l;
+  (void) arg;
+  ran++;
+}
+
+static void
+stop_call(struct tc_evloop *l, void *arg)
+{
+  (void) arg;
+  tc_evloop_stop(l);
+}
+
+static void *
+loop_main(void *arg)
+{
+  tc_evloop_run(arg);
+  return NULL;
+}
+
+static void *
+submitter(void *arg)
+{
+  struct tc_evloop *l = arg;
+  for (int i = 0; i < CALLS; i++) {
+    if (tc_evloop_submit(l, count_call, NULL) < 0)
+      return (void *) 1;
+    if (i % 1000 == 0)
+      usleep(100);   /* let the loop go idle now and then: the wake-up path again */
+  }
+  return NULL;
+}
+
+static void
+test_evloop_submit(void)
+{
+  struct tc_evloop *l = tc_evloop_new();
+  CHECK(l, "tc_evloop_new");
+  if (!l)
+    return;
+  pthread_t lt, st[SUBMITTERS];
+  CHECK(pthread_create(&lt, NULL, loop_main, l) == 0, "loop thread");
+  for (int i = 0; i < SUBMITTERS; i++)
+    CHECK(pthread_create(&st[i], NULL, submitter, l) == 0, "submitter %d", i);
+  bool ok = true;
+  for (int i = 0; i < SUBMITTERS; i++) {
+    void *r;
+    pthread_join(st[i], &r);
+    ok = ok && !r;
+  }
+  CHECK(ok, "every submit succeeded");
+  /* A stranded call (no wake-up for it) would leave the loop asleep: the
+   * alarm ends the test then. */
+  alarm(30);
+  CHECK(tc_evloop_submit(l, stop_call, NULL) == 0, "submit the stop");
+  pthread_join(lt, NULL);
+  alarm(0);
+  CHECK(ran == (unsigned long) SUBMITTERS * CALLS, "%lu of %d calls ran", ran, SUBMITTERS * CALLS);
+  tc_evloop_free(l);
+}
+
 int
 main(void)
 {
+  test_evloop_submit();
   test_read_file();
   test_keep_error();
   test_grow();
