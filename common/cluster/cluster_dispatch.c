@@ -49,6 +49,20 @@ dirty_add(struct tc_cluster *cl, uint64_t osd)
   return 0;
 }
 
+/* After a replay round synced every OSD of the map: an OSD written since
+ * the last SYNC that is no longer in the map holds nothing any flush
+ * needs (its writes were written again and synced elsewhere), so the next
+ * syncs stop asking for it (each would replay the whole log again). */
+static void
+dirty_prune(struct tc_cluster *cl)
+{
+  size_t k = 0;
+  for (size_t i = 0; i < cl->ndirty; i++)
+    if (tc_map_osd(cl->map, cl->dirty[i]))
+      cl->dirty[k++] = cl->dirty[i];
+  cl->ndirty = k;
+}
+
 void
 cluster_dispatch_waiting(struct tc_cluster *cl)
 {
@@ -138,6 +152,8 @@ cop_complete(struct cop *cop)
   }
   if (cop->op && cop->op->code == TC_OBJ_SYNC && !cop->error && !cop->resync) {
     tc_ulog_trim(&cl->log, cop->sync_seq);
+    if (cop->all_round)
+      dirty_prune(cl);
     cluster_window_done(cl, 0);
   }
   /* Give back free heap memory a burst of requests (their buffers, the
@@ -358,8 +374,12 @@ cluster_sreq_dispatch(struct sreq *sr)
   uint64_t inode = cop->op ? cop->op->inode : cop->first;
   uint64_t osd = sr->osd;
   if (sr->kind == SR_SYNC && !tc_map_osd(cl->map, osd)) {
-    /* The OSD left the cluster: sync every OSD of the map instead. */
-    cop->resync = true;
+    /* The OSD left the cluster: what it acknowledged is written again to
+     * the PGs' primaries and every OSD of the map synced (resync). In
+     * that round it owes nothing: resyncing again for it would replay the
+     * log for ever (a background sync never forgets the OSDs it syncs). */
+    if (!cop->all_round)
+      cop->resync = true;
     part_finish(sr, 0);
     return;
   }
