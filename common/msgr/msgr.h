@@ -88,10 +88,11 @@
  * buffer handed over to the callback; gcm opens them in place.
  *
  * Writes. Frames go out at the end of the loop round, a batch in one
- * writev; a large frame (>= 16 KiB) goes out as soon as 64 KiB are queued,
- * so the peer opens it while we seal the next (the two sides otherwise
- * took turns). A reply's free_fn may therefore run before tc_msgr_reply
- * returns.
+ * writev, and as soon as 32 KiB are queued (so at once for a frame of
+ * 32 KiB or more): the peer opens the first while we build the next (the
+ * two sides otherwise took turns, each idle half the time). A reply's or
+ * request's free_fn may therefore run before tc_msgr_reply or
+ * tc_msgr_call returns.
  *
  * Lifetime. A connection is valid from tc_msgr_connect() (or the UP
  * callback of an accepted one) until its DOWN callback returns. Call
