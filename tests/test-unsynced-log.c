@@ -343,6 +343,56 @@ test_bytes_already_in_record(void)
   free(a);
 }
 
+/* Large records (mapped on their own) are reused once freed, for a record
+ * of the same size: a trimmed or released 128 KiB record's buffer comes
+ * back for the next 128 KiB one, never for another size, and a record cut
+ * to less than half (shrunk into a smaller buffer) gives its buffer back
+ * whole. The bytes read back are always the new write's. */
+static void
+test_mapped_reuse(void)
+{
+  struct tc_ulog log = { 0 };
+  const uint32_t big = 32 * S;
+  uint8_t *a = pattern(big, 0x11), *b = pattern(big, 0x22);
+  CHECK(a && b, "memory");
+  if (!a || !b) {
+    free(a);
+    free(b);
+    return;
+  }
+  struct tc_ulog_entry *e = tc_ulog_reserve(&log, 1, 0, big, true, false);
+  CHECK(e && e->mapped, "a 128 KiB record is mapped on its own");
+  if (!e)
+    goto out;
+  uint8_t *first = e->data;
+  CHECK(tc_ulog_add(&log, e, a) == 0, "acknowledged");
+  tc_ulog_trim(&log, log.seq);
+  CHECK(log.head == NULL && log.mem == 0, "the sync trims it");
+  struct tc_ulog_entry *o = tc_ulog_reserve(&log, 1, 0, 16 * S, true, false);
+  CHECK(o && o->data != first, "a 64 KiB record does not take the 128 KiB buffer");
+  tc_ulog_release(o);
+  e = tc_ulog_reserve(&log, 1, big, big, true, false);
+  /* A new mapping reads as zeros: the trimmed record's bytes say it is the same buffer. */
+  CHECK(e && e->data == first && e->data[0] == 0x11 && e->data[big - 1] == 0x11,
+        "the next 128 KiB record reuses the trimmed one's buffer");
+  if (!e)
+    goto out;
+  CHECK(tc_ulog_add(&log, e, b) == 0, "acknowledged");
+  CHECK(byte_after_replay(&log, big) == 0x22 && byte_after_replay(&log, 2 * big - 1) == 0x22 &&
+        byte_after_replay(&log, 0) == -1, "the log holds the new write's bytes only");
+  /* Cut to 4 KiB: shrunk into a malloc'd buffer, the mapped one pooled. */
+  CHECK(write_acked(&log, 1, big + S, big - S, a, false) == 0, "a newer write over all but its first 4 KiB");
+  struct tc_ulog_entry *c = tc_ulog_reserve(&log, 1, 0, big, true, false);
+  CHECK(c && c->data == first, "the shrunk record's buffer comes back whole");
+  tc_ulog_release(c);
+  CHECK(byte_after_replay(&log, big) == 0x22 && byte_after_replay(&log, big + S) == 0x11 &&
+        byte_after_replay(&log, 2 * big - 1) == 0x11, "the cut record and the newer write replay right");
+out:
+  tc_ulog_clear(&log);
+  free(a);
+  free(b);
+}
+
 /* Each entry keeps the object version its reply carried, for the
  * conditional replay (TC_OSD_FLAG_REPLAY): a split keeps it on both parts,
  * a partial write's patch makes the patched entry as new as the patch, and
@@ -398,5 +448,6 @@ main(void)
   test_split_without_memory();
   test_random_against_model();
   test_versions();
+  test_mapped_reuse();
   return DONE();
 }
