@@ -194,9 +194,16 @@ static int
 tf_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_file_info *fi)
 {
   struct tc_image *img = (struct tc_image *) (uintptr_t) fi->fh;
-  /* Images do not grow by writing: truncate resizes them. */
+  /* A synchronous write (O_SYNC or O_DSYNC open, pwritev2 RWF_DSYNC: the
+   * kernel puts O_DSYNC in the write's flags) is durable when it returns:
+   * written with FUA. The kernel follows one through the page cache with
+   * an FSYNC, but not an O_DIRECT one, which would otherwise be lost with
+   * the OSDs (tests/test-fuse-sync.sh). Images do not grow by writing:
+   * truncate resizes them. */
+  unsigned flags = fi->flags & O_DSYNC ? TC_IMAGE_FUA : 0;
   double t0 = tc_metrics_now();
-  return done(TC_FE_WRITE, size, t0, tc_image_write(img, buf, size, (uint64_t) off) < 0 ? fail("write") : (int) size);
+  return done(TC_FE_WRITE, size, t0,
+              tc_image_write_flags(img, buf, size, (uint64_t) off, flags) < 0 ? fail("write") : (int) size);
 }
 
 static int
