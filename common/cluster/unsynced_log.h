@@ -31,7 +31,7 @@ struct tc_ulog_entry {
   uint64_t version;
   uint8_t *data;                 /* cap >= len bytes */
   uint32_t cap;
-  bool mapped;                   /* data is mmap()ed (large), not malloc()ed */
+  bool mapped;                   /* data is mmap()ed (large; reused once freed), not malloc()ed */
   struct tc_ulog_entry *next, *prev;
   /* The index (unsynced_log.c): the chain of its slot, or of the wide
    * entries (slot -1: it crosses a 1 MiB boundary, or no index). */
