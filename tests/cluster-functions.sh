@@ -67,3 +67,12 @@ set_pgs () {
   done
   kv_put /pg/config "{\"items\": {\"$pool\": {$items}}}"
 }
+
+# start_rep3: pool 1 of 8 PGs, 3 replicas (pg_minsize 2) on OSDs 1, 2 and 3,
+# started; PG i led by OSD i % 3 + 1.
+start_rep3 () {
+  make_pool 1 8 3 2
+  local n
+  for n in 1 2 3; do start_osd $n; done
+  set_pgs 1 8 "1 2 3"
+}

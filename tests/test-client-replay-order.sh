@@ -20,9 +20,7 @@ $PY -c 'import nbd' || fail "python3-libnbd is not installed"
 
 start_kv
 LOG_LEVEL=info write_conf
-make_pool 1 8 3 2
-for n in 1 2 3; do start_osd $n; done
-set_pgs 1 8 "1 2 3"
+start_rep3
 tromcho create img -s 64M --enc_key auto >/dev/null || fail "create img"
 start_nbdkit srv -v -- config="$CONF" image=img
 STOP=$TESTDIR/stop

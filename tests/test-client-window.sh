@@ -18,9 +18,7 @@ requires tromcho tromcho-osd nbdkit nbdcopy curl
 WINDOW=2097152
 start_kv
 LOG_LEVEL=info EXTRA_CONF=", \"client_max_dirty_bytes\": $WINDOW" write_conf
-make_pool 1 8 3 2
-for n in 1 2 3; do start_osd $n; done
-set_pgs 1 8 "1 2 3"
+start_rep3
 tromcho create img -s 64M --enc_key auto >/dev/null || fail "create img"
 head -c 48M /dev/urandom > "$TESTDIR/data"
 

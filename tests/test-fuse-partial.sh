@@ -13,9 +13,7 @@ PY=/usr/bin/python3
 
 start_kv
 write_conf
-make_pool 1 8 3 2
-for n in 1 2 3; do start_osd $n; done
-set_pgs 1 8 "1 2 3"
+start_rep3
 tromcho create plain -s 16M >/dev/null || fail "create plain"
 tromcho create enc -s 16M --enc_key auto >/dev/null || fail "create enc"
 

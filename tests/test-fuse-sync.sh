@@ -16,9 +16,7 @@ requires tromcho tromcho-osd tromcho-fuse fusermount3 curl python3
 [ -c /dev/fuse ] || skip no-dev-fuse "no /dev/fuse"
 start_kv
 write_conf
-make_pool 1 8 3 2
-for n in 1 2 3; do start_osd $n; done
-set_pgs 1 8 "1 2 3"
+start_rep3
 tromcho create plain -s 16M >/dev/null || fail "create plain"
 tromcho create enc -s 16M --enc_key auto >/dev/null || fail "create enc"
 

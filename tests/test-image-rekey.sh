@@ -29,9 +29,7 @@ OSDC=$top_builddir/tests/osd-client
 
 start_kv
 write_conf
-make_pool 1 8 3 2
-for n in 1 2 3; do start_osd $n; done
-set_pgs 1 8 "1 2 3"
+start_rep3
 SIZE=$((96 << 20))
 K1=$(openssl rand -hex 64)
 K2=$(openssl rand -hex 64)

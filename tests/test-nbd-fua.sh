@@ -20,9 +20,7 @@ requires tromcho tromcho-osd nbdkit nbdinfo nbdsh curl python3
 IMAGES="plain enc integ"
 start_kv
 write_conf
-make_pool 1 8 3 2
-for n in 1 2 3; do start_osd $n; done
-set_pgs 1 8 "1 2 3"
+start_rep3
 tromcho create plain -s 16M || fail "create plain"
 tromcho create enc -s 16M --enc_key auto || fail "create enc"
 tromcho create integ -s 16M --enc_key auto --integrity || fail "create integ"

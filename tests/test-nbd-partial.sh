@@ -17,9 +17,7 @@ $PY -c 'import nbd' || fail "python3-libnbd is not installed"
 
 start_kv
 write_conf
-make_pool 1 8 3 2
-for n in 1 2 3; do start_osd $n; done
-set_pgs 1 8 "1 2 3"
+start_rep3
 tromcho create plain -s 64M || fail "create plain"
 tromcho create enc -s 64M --enc_key auto || fail "create enc"
 
