@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Replication and recovery with real processes: 3 OSDs, pg_size 3,
-# pg_minsize 2. A write stream (8 in flight, SYNC every 64 writes) runs while
-# a secondary is killed with -9, then (after it came back and the PGs were
-# clean again) while the primary is killed with -9 and the map moves the
-# primary, as the monitor would. Every write acknowledged before a
+# pg_minsize 2. A write stream (8 in flight, SYNC every 64 writes; it holds
+# after a quarter until the OSD is dead, so the kill lands mid-stream
+# however fast the machine) runs while a secondary is killed with -9, then
+# (after it came back and the PGs were clean again) while the primary is
+# killed with -9 and the map moves the primary, as the monitor would. Every write acknowledged before a
 # successful SYNC must read back; the OSDs that come back are recovered and
 # every PG becomes clean.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
@@ -33,10 +34,12 @@ wait_writes () {
 
 # 1. kill -9 a secondary in the middle of the stream.
 osd_client stream --inode $A --sectors 8192 --count $COUNT --sync-every 64 --log "$TESTDIR/a.log" --timeout 30 \
-  > "$TESTDIR/a.out" 2>&1 &
+  --hold-at $((COUNT / 4)) --release-file "$TESTDIR/a.go" > "$TESTDIR/a.out" 2>&1 &
 spid=$!
 wait_writes "$TESTDIR/a.log" $((COUNT / 4))
+[ "$(grep -c '^w ' "$TESTDIR/a.log")" = $((COUNT / 4)) ] || { cat "$TESTDIR/a.out"; fail "stream A did not hold"; }
 kill_osd 3 -9
+touch "$TESTDIR/a.go"
 echo "killed osd 3 after $(grep -c '^w ' "$TESTDIR/a.log") writes"
 wait $spid || { cat "$TESTDIR/a.out"; fail "stream A failed with a secondary down"; }
 cat "$TESTDIR/a.out"
@@ -48,10 +51,12 @@ grep -q "recovered: every object on every member" "$TESTDIR/osd1.log" || fail "o
 
 # 2. kill -9 the primary in the middle of the stream; the map moves it.
 osd_client stream --inode $B --sectors 8192 --count $COUNT --sync-every 64 --log "$TESTDIR/b.log" --timeout 30 \
-  > "$TESTDIR/b.out" 2>&1 &
+  --hold-at $((COUNT / 4)) --release-file "$TESTDIR/b.go" > "$TESTDIR/b.out" 2>&1 &
 spid=$!
 wait_writes "$TESTDIR/b.log" $((COUNT / 4))
+[ "$(grep -c '^w ' "$TESTDIR/b.log")" = $((COUNT / 4)) ] || { cat "$TESTDIR/b.out"; fail "stream B did not hold"; }
 kill_osd 1 -9
+touch "$TESTDIR/b.go"
 echo "killed osd 1 after $(grep -c '^w ' "$TESTDIR/b.log") writes"
 set_pgs 1 4 "2 3" "1,2,3"
 wait $spid || { cat "$TESTDIR/b.out"; fail "stream B failed across the primary's death"; }
