@@ -39,40 +39,53 @@ sync_round () {
 import mmap, os, random, sys
 mnt, tdir, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rng = random.Random(seed)
+imgs = {}
 for img in ("plain", "enc"):
     path = os.path.join(mnt, img)
     with open(path, "rb") as f:
         model = bytearray(f.read())
-    size = len(model)
     fds = {
         "O_DIRECT|O_DSYNC": os.open(path, os.O_RDWR | os.O_DIRECT | os.O_DSYNC),
         "O_DIRECT|O_SYNC": os.open(path, os.O_RDWR | os.O_DIRECT | os.O_SYNC),
         "O_DSYNC": os.open(path, os.O_RDWR | os.O_DSYNC),
         "RWF_DSYNC": os.open(path, os.O_RDWR | os.O_DIRECT),
     }
-    # Through the page cache first (unaligned too): the kernel follows
-    # each of those writes with an FSYNC, which would also make every
-    # earlier write durable. Then O_DIRECT ones only, which it does not.
-    writes = [("O_DSYNC", rng.randrange(size - 8192) + 1, rng.choice([1, 100, 4095, 5000])) for i in range(6)]
-    writes += [("O_DSYNC", rng.randrange(size // 4096) * 4096, 4096) for i in range(4)]
-    direct = ["O_DIRECT|O_DSYNC", "O_DIRECT|O_SYNC", "RWF_DSYNC"]
-    writes += [(direct[i % 3], rng.randrange(size // 4096) * 4096, 4096) for i in range(30)]
-    writes += [(direct[i], rng.randrange(8) * 131072 + 65536, 1 << 20) for i in range(3)]
-    for way, off, n in writes:
-        data = rng.randbytes(n)
-        buf = mmap.mmap(-1, max(n, 4096))   # page-aligned, as O_DIRECT wants
-        buf[:n] = data
-        view = memoryview(buf)[:n]
-        if way == "RWF_DSYNC":
-            done = os.pwritev(fds[way], [view], off, os.RWF_DSYNC)
-        else:
-            done = os.pwrite(fds[way], view, off)
-        view.release()
-        buf.close()
-        assert done == n, (way, off, n, done)
-        model[off:off + n] = data
+    imgs[img] = (model, fds)   # left open: a close must not flush before the kill
+
+def write(img, way, off, n):
+    model, fds = imgs[img]
+    data = rng.randbytes(n)
+    buf = mmap.mmap(-1, max(n, 4096))   # page-aligned, as O_DIRECT wants
+    buf[:n] = data
+    view = memoryview(buf)[:n]
+    if way == "RWF_DSYNC":
+        done = os.pwritev(fds[way], [view], off, os.RWF_DSYNC)
+    else:
+        done = os.pwrite(fds[way], view, off)
+    view.release()
+    buf.close()
+    assert done == n, (img, way, off, n, done)
+    model[off:off + n] = data
+
+# Through the page cache first, on both images (unaligned too): the kernel
+# follows each of those writes with an FSYNC, which makes every earlier
+# write of the client durable. Then O_DIRECT ones only, on both images,
+# which it follows with nothing: only their own FUA can save them.
+for img, (model, fds) in imgs.items():
+    size = len(model)
+    for i in range(6):
+        write(img, "O_DSYNC", rng.randrange(size - 8192) + 1, rng.choice([1, 100, 4095, 5000]))
+    for i in range(4):
+        write(img, "O_DSYNC", rng.randrange(size // 4096) * 4096, 4096)
+direct = ["O_DIRECT|O_DSYNC", "O_DIRECT|O_SYNC", "RWF_DSYNC"]
+for img, (model, fds) in imgs.items():
+    size = len(model)
+    for i in range(30):
+        write(img, direct[i % 3], rng.randrange(size // 4096) * 4096, 4096)
+    for i in range(3):
+        write(img, direct[i], rng.randrange(8) * 131072 + 65536, 1 << 20)
+for img, (model, fds) in imgs.items():
     open(os.path.join(tdir, "model-" + img), "wb").write(model)
-    # Left open: closing must not get to flush anything before the kill.
 PY
   for n in 1 2 3; do stop_osd $n -9; done
   kill -9 "$fuse_pid" 2>/dev/null || true
