@@ -5,6 +5,8 @@
 # and ext4 (with their dependencies, in load order), init.sh as /init and
 # PATTERN as /pattern; TLSDIR's ca-cert.pem, client-cert.pem and
 # client-key.pem (an NBD client folder of make-certs nbd) as /tls.
+# Environment (bench/guest.sh): GUEST_INIT, another /init; GUEST_TOOLS, more
+# dynamically linked programs for /sbin (fio).
 set -euo pipefail
 kver=$1 pattern=$2 out=$3 tlsdir=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,7 +17,7 @@ trap 'rm -rf "$root"' EXIT
 mkdir -p "$root"/{bin,sbin,etc,proc,sys,dev,modules,lib64}
 cp /bin/busybox "$root/bin/busybox"
 # dynamically linked tools with their libraries (and the loader)
-for tool in /usr/sbin/nbd-client /sbin/mke2fs; do
+for tool in /usr/sbin/nbd-client /sbin/mke2fs ${GUEST_TOOLS:-}; do
   cp "$tool" "$root/sbin/"
   ldd "$tool" | awk '/=>/ { print $3 } /ld-linux/ { print $1 }' | while read -r lib; do
     [ -f "$lib" ] || continue
@@ -45,7 +47,7 @@ for p in "${order[@]}"; do
   cp "$mods/$p" "$root/modules/"
   basename "$p" >> "$root/modules/order"
 done
-cp "$here/init.sh" "$root/init"
+cp "${GUEST_INIT:-$here/init.sh}" "$root/init"
 chmod +x "$root/init"
 cp "$pattern" "$root/pattern"
 if [ -n "$tlsdir" ]; then
