@@ -393,6 +393,75 @@ out:
   free(b);
 }
 
+/* A SYNC that frees a whole dirty window of 128 KiB records
+ * (TC_ULOG_POOL_BYTES) gives every buffer to the next records, whatever
+ * other sizes the pool held before (the oldest buffers make room); what it
+ * frees beyond that is unmapped (comes back as a new, zeroed mapping). */
+static void
+test_pool_holds_a_dirty_window(void)
+{
+  enum { BIG = 32 * S, KEPT = TC_ULOG_POOL_BYTES / BIG, N = KEPT + 16 };
+  struct tc_ulog log = { 0 };
+  struct tc_ulog_entry **e = calloc(N, sizeof *e);
+  CHECK(e != NULL, "memory");
+  if (!e)
+    return;
+  /* N records: whatever the pool held before, and new mappings */
+  for (int i = 0; i < N; i++) {
+    e[i] = tc_ulog_reserve(&log, 1, (uint64_t) i * BIG, BIG, true, false);
+    CHECK(e[i] && e[i]->mapped, "a 128 KiB record is mapped");
+    if (!e[i])
+      goto out;
+    memset(e[i]->data, 0x5a, BIG);
+  }
+  for (int i = 0; i < N; i++) {
+    tc_ulog_release(e[i]);
+    e[i] = NULL;
+  }
+  int reused = 0, fresh = 0;
+  for (int i = 0; i < N; i++) {
+    e[i] = tc_ulog_reserve(&log, 1, (uint64_t) i * BIG, BIG, true, false);
+    if (!e[i])
+      break;
+    reused += e[i]->data[0] == 0x5a && e[i]->data[BIG - 1] == 0x5a;
+    fresh += e[i]->data[0] == 0 && e[i]->data[BIG - 1] == 0;
+  }
+  CHECK(reused == KEPT && fresh == N - KEPT, "a dirty window's buffers (%d of %d) come back, the rest are unmapped",
+        reused, N);
+out:
+  for (int i = 0; i < N; i++)
+    if (e[i])
+      tc_ulog_release(e[i]);
+  free(e);
+}
+
+/* The pool gives its buffers back only after a whole period without use:
+ * a trim right after a get or a put keeps them, the next one unmaps them. */
+static void
+test_pool_idle_trim(void)
+{
+  const uint32_t big = 32 * S;
+  struct tc_ulog log = { 0 };
+  struct tc_ulog_entry *e = tc_ulog_reserve(&log, 1, 0, big, true, false);
+  CHECK(e && e->mapped, "a 128 KiB record is mapped");
+  if (!e)
+    return;
+  memset(e->data, 0x77, big);
+  tc_ulog_release(e);
+  tc_ulog_pool_idle_trim();   /* a put since the last check: kept */
+  e = tc_ulog_reserve(&log, 1, 0, big, true, false);
+  CHECK(e && e->data[0] == 0x77, "a trim right after use keeps the pooled buffer");
+  if (!e)
+    return;
+  tc_ulog_release(e);
+  tc_ulog_pool_idle_trim();
+  tc_ulog_pool_idle_trim();   /* nothing since the previous one: unmapped */
+  e = tc_ulog_reserve(&log, 1, 0, big, true, false);
+  CHECK(e && e->data[0] == 0 && e->data[big - 1] == 0, "after an idle period the buffer was unmapped");
+  if (e)
+    tc_ulog_release(e);
+}
+
 /* Each entry keeps the object version its reply carried, for the
  * conditional replay (TC_OSD_FLAG_REPLAY): a split keeps it on both parts,
  * a partial write's patch makes the patched entry as new as the patch, and
@@ -449,5 +518,7 @@ main(void)
   test_random_against_model();
   test_versions();
   test_mapped_reuse();
+  test_pool_holds_a_dirty_window();
+  test_pool_idle_trim();
   return DONE();
 }

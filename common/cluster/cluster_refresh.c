@@ -125,8 +125,10 @@ cluster_refresh_main(void *arg)
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
       ts.tv_sec += 30;   /* a periodic re-read too, in case a watch missed something */
-      if (pthread_cond_timedwait(&cl->refresh_cond, &cl->refresh_lock, &ts) == ETIMEDOUT)
+      if (pthread_cond_timedwait(&cl->refresh_cond, &cl->refresh_lock, &ts) == ETIMEDOUT) {
         cl->refresh_wanted = true;
+        tc_ulog_pool_idle_trim();
+      }
       continue;
     }
     cl->refresh_wanted = false;

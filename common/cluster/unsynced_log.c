@@ -21,19 +21,26 @@ log_alloc(const struct tc_ulog *log, size_t n)
 #define MAP_MIN (64u << 10)
 
 /* Freed mapped buffers are kept for the next records of the same size, up
- * to POOL_BYTES: every 1 MiB write maps eight 128 KiB records and its sync
- * unmaps them, and new mappings cost nbdkit ~7% of all CPU under 1 MiB
- * writes (page faults, zeroing the pages, munmap's TLB shootdowns; perf,
- * 2026-12-03). Process-wide and under a lock: records are made on the
- * callers' threads and freed on the client's loop, of any client. */
-#define POOL_SLOTS 128
-#define POOL_BYTES (16u << 20)
+ * to TC_ULOG_POOL_BYTES: every 1 MiB write maps eight 128 KiB records and
+ * its sync unmaps them, and new mappings cost nbdkit ~7% of all CPU under
+ * 1 MiB writes (page faults, zeroing the pages, munmap's TLB shootdowns;
+ * perf, 2026-12-03). A pool of 16 MiB still mapped half of them anew: a
+ * SYNC frees up to the whole dirty window (64 MiB); with 64 MiB 1 MiB
+ * writes went 6-12% faster (bench/README.md). Process-wide and under a
+ * lock: records are made on the callers' threads and freed on the
+ * client's loop, of any client. */
+#define POOL_SLOTS (TC_ULOG_POOL_BYTES / MAP_MIN)
+#define POOL_BYTES TC_ULOG_POOL_BYTES
 static struct {
   pthread_mutex_t lock;
   size_t n, bytes;
+  uint64_t uses, uses_seen;   /* gets and puts; at the last idle check */
   struct { void *p; size_t len; } slot[POOL_SLOTS];
 } pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* The slots in the order they were put: pool_get takes the newest of its
+ * size, pool_put evicts the oldest to make room, so sizes no longer asked
+ * for age out instead of holding the pool. */
 static void *
 pool_get(size_t len)
 {
@@ -42,8 +49,10 @@ pool_get(size_t len)
   for (size_t i = pool.n; i-- > 0;)
     if (pool.slot[i].len == len) {
       p = pool.slot[i].p;
-      pool.slot[i] = pool.slot[--pool.n];
+      memmove(&pool.slot[i], &pool.slot[i + 1], (pool.n - i - 1) * sizeof pool.slot[0]);
+      pool.n--;
       pool.bytes -= len;
+      pool.uses++;
       break;
     }
   pthread_mutex_unlock(&pool.lock);
@@ -53,16 +62,45 @@ pool_get(size_t len)
 static void
 pool_put(void *p, size_t len)
 {
+  struct { void *p; size_t len; } out[POOL_SLOTS + 1];
+  size_t n_out = 0, evict = 0;
   pthread_mutex_lock(&pool.lock);
-  bool kept = pool.n < POOL_SLOTS && pool.bytes + len <= POOL_BYTES;
-  if (kept) {
+  if (len > POOL_BYTES) {
+    out[n_out].p = p;
+    out[n_out++].len = len;
+  } else {
+    while (pool.n - evict == POOL_SLOTS || pool.bytes + len > POOL_BYTES) {
+      out[n_out].p = pool.slot[evict].p;
+      out[n_out++].len = pool.slot[evict].len;
+      pool.bytes -= pool.slot[evict++].len;
+    }
+    memmove(&pool.slot[0], &pool.slot[evict], (pool.n - evict) * sizeof pool.slot[0]);
+    pool.n -= evict;
     pool.slot[pool.n].p = p;
     pool.slot[pool.n++].len = len;
     pool.bytes += len;
+    pool.uses++;
   }
   pthread_mutex_unlock(&pool.lock);
-  if (!kept)
-    munmap(p, len);
+  for (size_t i = 0; i < n_out; i++)
+    munmap(out[i].p, out[i].len);
+}
+
+void
+tc_ulog_pool_idle_trim(void)
+{
+  struct { void *p; size_t len; } out[POOL_SLOTS];
+  size_t n_out = 0;
+  pthread_mutex_lock(&pool.lock);
+  if (pool.uses == pool.uses_seen) {
+    n_out = pool.n;
+    memcpy(out, pool.slot, n_out * sizeof out[0]);
+    pool.n = pool.bytes = 0;
+  }
+  pool.uses_seen = pool.uses;
+  pthread_mutex_unlock(&pool.lock);
+  for (size_t i = 0; i < n_out; i++)
+    munmap(out[i].p, out[i].len);
 }
 
 static uint8_t *

@@ -60,6 +60,17 @@ struct tc_ulog_entry *tc_ulog_reserve(const struct tc_ulog *log, uint64_t inode,
                                       bool data, bool partial);
 /* A reserved record whose write was not acknowledged. NULL is ignored. */
 void tc_ulog_release(struct tc_ulog_entry *e);
+
+/* Freed data buffers of 64 KiB or more are kept for the next records of the
+ * same size, process-wide, up to this many bytes: the default
+ * client_max_dirty_bytes, so a whole dirty window freed by a SYNC comes
+ * back for the next one's records. */
+#define TC_ULOG_POOL_BYTES (64u << 20)
+
+/* Unmap the pool's buffers if none was taken or given back since the
+ * previous call: the cluster client calls it every 30 s (its map thread),
+ * so a process that stopped writing gives the memory back. */
+void tc_ulog_pool_idle_trim(void);
 /* The write of reserved record e (taken, always) was acknowledged with
  * these bytes (NULL for a DELETE; e->data when they are already there): append it as the youngest entry; older
  * entries it covers are dropped or cut to what it does not cover, so a
