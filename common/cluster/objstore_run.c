@@ -2,8 +2,8 @@
  * the image layer, image administration and tc_cluster_run wait here. */
 #include <config.h>
 #include <errno.h>
-#include <pthread.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include "objstore.h"
 
 /* The caller counts what it submitted and takes one post of done for each
@@ -12,21 +12,23 @@
  * a lock the woken caller would then wait for, and glibc's sem_post is
  * safe against the caller returning (destroying w) at once. */
 struct run_wait {
-  pthread_mutex_t lock;          /* error */
   sem_t done;
-  int error;                     /* the first negative errno */
+  atomic_int error;              /* the first negative errno */
 };
+
+static void
+set_error(struct run_wait *w, int e)
+{
+  int none = 0;
+  atomic_compare_exchange_strong(&w->error, &none, e);
+}
 
 static void
 run_op_done(struct tc_objop *op)
 {
   struct run_wait *w = op->opaque;
-  if (op->result < 0) {
-    pthread_mutex_lock(&w->lock);
-    if (!w->error)
-      w->error = op->result;
-    pthread_mutex_unlock(&w->lock);
-  }
+  if (op->result < 0)
+    set_error(w, op->result);
   sem_post(&w->done);
 }
 
@@ -38,20 +40,12 @@ take_one(struct run_wait *w, size_t *inflight)
   (*inflight)--;
 }
 
-static int
-first_error(struct run_wait *w)
-{
-  pthread_mutex_lock(&w->lock);
-  int e = w->error;
-  pthread_mutex_unlock(&w->lock);
-  return e;
-}
-
 int
 tc_objstore_run(const struct tc_objstore *os, struct tc_objop *ops, size_t n, size_t max_inflight,
                 tc_objstore_progress_fn fn, void *arg)
 {
-  struct run_wait w = { .lock = PTHREAD_MUTEX_INITIALIZER };
+  struct run_wait w;
+  atomic_init(&w.error, 0);
   if (sem_init(&w.done, 0, 0) < 0)
     return -errno;
   size_t inflight = 0;
@@ -60,7 +54,7 @@ tc_objstore_run(const struct tc_objstore *os, struct tc_objop *ops, size_t n, si
       continue;
     while (max_inflight && inflight >= max_inflight)
       take_one(&w, &inflight);
-    if (first_error(&w))
+    if (atomic_load(&w.error))
       break;
     ops[i].done = run_op_done;
     ops[i].opaque = &w;
@@ -68,10 +62,7 @@ tc_objstore_run(const struct tc_objstore *os, struct tc_objop *ops, size_t n, si
       fn(arg, i, n);
     int r = os->submit(os->ctx, &ops[i]);
     if (r < 0) {   /* not submitted: its done is never called */
-      pthread_mutex_lock(&w.lock);
-      if (!w.error)
-        w.error = r;
-      pthread_mutex_unlock(&w.lock);
+      set_error(&w, r);
       break;
     }
     inflight++;
@@ -79,10 +70,8 @@ tc_objstore_run(const struct tc_objstore *os, struct tc_objop *ops, size_t n, si
   /* What was submitted still completes, into this stack frame. */
   while (inflight > 0)
     take_one(&w, &inflight);
-  int e = w.error;
   sem_destroy(&w.done);
-  pthread_mutex_destroy(&w.lock);
-  return e;
+  return atomic_load(&w.error);
 }
 
 static int
