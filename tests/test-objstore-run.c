@@ -4,8 +4,10 @@
  * every submitted operation is waited for, never more than max_inflight
  * are out at once, the first error stops the submitting and is returned
  * (after what was already out has completed), a submit that fails returns
- * its error, zero-length operations are skipped, and completions that come
- * before submit returns (on the submitter's own thread) are counted. */
+ * its error, zero-length operations are skipped, completions that come
+ * before submit returns (on the submitter's own thread) are counted, a
+ * lone caller gets completions that come after its polling window, and
+ * callers on several threads at once each get theirs. */
 #include <config.h>
 #include <errno.h>
 #include <pthread.h>
@@ -29,6 +31,7 @@ struct fake {
   size_t fail_at;        /* the op with this offset completes with -EIO */
   size_t refuse_at;      /* submit refuses the op with this offset (-ENOSPC) */
   bool inline_done;      /* complete on the submitter's thread, inside submit */
+  useconds_t delay_us;   /* before each completion */
   bool alive[MAXQ];      /* per offset: submitted and not yet completed */
 };
 
@@ -56,7 +59,7 @@ completer(void *arg)
     struct tc_objop *op = f->q[0];
     memmove(&f->q[0], &f->q[1], --f->n * sizeof f->q[0]);
     pthread_mutex_unlock(&f->lock);
-    usleep(100);   /* let the submitter run ahead */
+    usleep(f->delay_us);   /* let the submitter run ahead */
     complete(f, op);
     pthread_mutex_lock(&f->lock);
   }
@@ -93,6 +96,7 @@ fake_start(struct fake *f)
   pthread_mutex_init(&f->lock, NULL);
   pthread_cond_init(&f->cond, NULL);
   f->fail_at = f->refuse_at = (size_t) -1;
+  f->delay_us = 100;
   if (pthread_create(&f->th, NULL, completer, f) != 0)
     abort();
 }
@@ -138,6 +142,21 @@ none_alive(const struct fake *f)
     if (f->alive[i])
       return false;
   return true;
+}
+
+struct caller {
+  const struct tc_objstore *os;
+  struct tc_objop ops[100];
+  int r;
+};
+
+static void *
+caller_thread(void *arg)
+{
+  struct caller *c = arg;
+  ops_init(c->ops, 100);
+  c->r = tc_objstore_run(c->os, c->ops, 100, 4, NULL, NULL);
+  return NULL;
 }
 
 static size_t progress_calls;
@@ -227,6 +246,34 @@ main(void)
     ok = tc_objstore_run(&os, ops, 3, 3, NULL, NULL) == 0 && completed(ops, 3) == 3;
   }
   CHECK(ok, "300 short runs back to back");
+  fake_stop(&f);
+
+  /* completions slower than a lone caller's polling window (200 us) */
+  fake_start(&f);
+  f.delay_us = 2000;
+  ops_init(ops, 20);
+  r = tc_objstore_run(&os, ops, 20, 1, NULL, NULL);
+  CHECK(r == 0 && completed(ops, 20) == 20 && none_alive(&f), "20 completions 2 ms apart, one at a time");
+  fake_stop(&f);
+
+  /* four callers at once on one store: none polls, each gets its own */
+  fake_start(&f);
+  f.delay_us = 20;
+  struct caller cs[4];
+  pthread_t th[4];
+  int started = 0;
+  for (int i = 0; i < 4; i++) {
+    cs[i].os = &os;
+    if (pthread_create(&th[i], NULL, caller_thread, &cs[i]) == 0)
+      started++;
+  }
+  ok = started == 4;
+  for (int i = 0; i < started; i++) {
+    pthread_join(th[i], NULL);
+    ok = ok && cs[i].r == 0 && completed(cs[i].ops, 100) == 100;
+  }
+  CHECK(ok && f.submitted == 400 && none_alive(&f), "four threads, 100 operations each, all complete (%zu)",
+        f.submitted);
   fake_stop(&f);
   return DONE();
 }
