@@ -238,6 +238,11 @@ main(int argc, char **argv)
     goto out;
   }
   o->kv_settle_ms = (uint64_t) settle;
+  int64_t poll = tc_config_int(cfg, "idle_poll_us");
+  if (poll < 0 || poll > 10000) {
+    fprintf(stderr, "tromcho-osd: option idle_poll_us: %" PRId64 " is out of range (0..10000)\n", poll);
+    goto out;
+  }
   if (!tc_config_given(cfg, "osd_num") || tc_config_int(cfg, "osd_num") <= 0) {
     fprintf(stderr, "tromcho-osd: --osd_num N (a positive number) is required\n");
     goto out;
@@ -295,6 +300,7 @@ main(int argc, char **argv)
     fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
     goto out;
   }
+  tc_evloop_set_poll_us(o->loop, (unsigned) poll);
   tc_msgr_set_callbacks(o->msgr, osd_on_request, osd_on_conn, o);
   tc_msgr_set_request_limit(o->msgr, request_limit, o);
   /* With use_perms every peer proves who it is: anonymous ones are refused

@@ -20,6 +20,9 @@ SIZE=$((32 << 20))
 tromcho create plain -s 32M || fail "create plain"
 tromcho create enc -s 32M --enc_key auto || fail "create enc"
 head -c $((6 << 20)) /dev/urandom > "$TESTDIR/rand"
+# idle_poll_us: out of range is refused by name; 0 (never poll) works.
+expect_fail "option idle_poll_us: 20001 is out of range" tromcho --idle_poll_us 20001 dd iimg=plain of=/dev/null bs=1M count=1
+tromcho --idle_poll_us 0 dd iimg=plain of=/dev/null bs=1M count=1 2>/dev/null || fail "dd with idle_poll_us 0"
 
 for img in plain enc; do
   model=$TESTDIR/model-$img

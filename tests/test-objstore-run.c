@@ -172,6 +172,8 @@ progress(void *arg, size_t i, size_t n)
 int
 main(void)
 {
+  /* A lone waiter polls first (the cluster client's idle_poll_us). */
+  tc_objstore_run_set_poll_us(200);
   struct fake f;
   struct tc_objop ops[200];
   struct tc_objstore os = { fake_submit, &f };

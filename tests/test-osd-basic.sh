@@ -3,7 +3,7 @@
 # pg_size 3: osd-create allocates numbers in the KV; write, read back and
 # verify on every replica; delete stays deleted across re-peering
 # (tombstones); a clean stop on SIGTERM unregisters; refusals of a missing
-# or foreign data file and of malformed requests.
+# or foreign data file, of an option out of range and of malformed requests.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/osd-functions.sh"
@@ -96,6 +96,7 @@ P3=$(osd_port 3)
 osd_client raw SEC_READ --port $P3 --inode $I --offset 0 --len 4096 | grep -q 'status=1 ' || fail "osd 3 has no recovered copy"
 
 # A missing or foreign data file: a clear error and exit.
+expect_fail "option idle_poll_us: 20000 is out of range \\(0..10000\\)" tromcho-osd --osd_num 9 --idle_poll_us 20000 --etcd_address "$KV_URL"
 expect_fail "osd 9 has no data path.*osd-create" tromcho-osd --osd_num 9 --etcd_address "$KV_URL"
 expect_fail "No such file|cannot open|does not exist" tromcho-osd --osd_num 9 --osd_data "$TESTDIR/nothing" --etcd_address "$KV_URL"
 head -c 32M /dev/urandom > "$TESTDIR/foreign"

@@ -62,6 +62,11 @@ tc_cluster_new(const struct tc_config *cfg, struct tc_kv *kv)
     goto fail;
   }
   cl->max_dirty = (uint64_t) md;
+  int64_t poll = tc_config_int(cfg, "idle_poll_us");
+  if (poll < 0 || poll > 10000) {
+    tc_error(EINVAL, "option idle_poll_us: %" PRId64 " is out of range (0..10000)", poll);
+    goto fail;
+  }
   cl->retry_ms = (uint64_t) ri;
   if (!(cl->prefix = strdup(tc_kv_prefix(kv)))) {
     tc_error(ENOMEM, "cluster: out of memory");
@@ -80,6 +85,8 @@ tc_cluster_new(const struct tc_config *cfg, struct tc_kv *kv)
   cl->shared_map = tc_map_ref(cl->map);
   if (!(cl->loop = tc_evloop_new()))
     goto fail;
+  tc_evloop_set_poll_us(cl->loop, (unsigned) poll);
+  tc_objstore_run_set_poll_us((unsigned) poll);
   if (!(cl->msgr = tc_msgr_new_from_config(cl->loop, cfg, 0)))
     goto fail;
   int e = pthread_create(&cl->io_thread, NULL, io_main, cl);

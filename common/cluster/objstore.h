@@ -96,5 +96,10 @@ typedef void (*tc_objstore_progress_fn)(void *arg, size_t i, size_t n);
  * op's done and opaque. */
 int tc_objstore_run(const struct tc_objstore *os, struct tc_objop *ops, size_t n, size_t max_inflight,
                     tc_objstore_progress_fn fn, void *arg);
+/* Process-wide: a caller of tc_objstore_run waiting alone polls its
+ * completion (yielding the CPU) for up to us microseconds before it
+ * sleeps (option idle_poll_us, set by the cluster client; 0, the
+ * default: sleep at once). */
+void tc_objstore_run_set_poll_us(unsigned us);
 
 #endif

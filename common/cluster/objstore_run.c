@@ -7,11 +7,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sched.h>
-#include <time.h>
+#include "evloop.h"
 #include "objstore.h"
 
 /* A caller that is the only one waiting polls its completion for up to
- * SPIN_NS before it sleeps, yielding the CPU at each look: a thread with
+ * poll_ns (tc_objstore_run_set_poll_us; option idle_poll_us) before it
+ * sleeps, yielding the CPU at each look: a thread with
  * work there (the client's loop, an OSD) runs first, but the CPU does not
  * go idle. On a VM each wake-up of a halted vCPU is a VM exit, the largest
  * part of a queue-depth-1 round trip there; with the vCPU kept awake the
@@ -20,9 +21,16 @@
  * us, a flush after each write 1.3x. A pause loop instead of the yield
  * made reads slower (it took the CPU the OSD needed). With others waiting
  * (a deep queue) nobody polls: the CPUs have work. */
-#define SPIN_NS 200000
-/* Callers waiting in take_one, process-wide (atomic: any thread). */
+/* Process-wide (atomics: any thread): callers waiting in take_one, and
+ * how long a lone one polls. */
 static atomic_int waiting;
+static _Atomic uint64_t poll_ns;
+
+void
+tc_objstore_run_set_poll_us(unsigned us)
+{
+  atomic_store(&poll_ns, (uint64_t) us * 1000);
+}
 
 /* The caller counts what it submitted and takes one post of done for each
  * completion. A semaphore, not a condition variable: the completing thread
@@ -50,31 +58,24 @@ run_op_done(struct tc_objop *op)
   sem_post(&w->done);
 }
 
-static uint64_t
-now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
-/* Poll done alone for up to SPIN_NS; true if a completion was taken. */
+/* Poll done alone for up to ns; true if a completion was taken. */
 static bool
-spin_take(struct run_wait *w)
+spin_take(struct run_wait *w, uint64_t ns)
 {
-  uint64_t end = now_ns() + SPIN_NS;
+  uint64_t end = tc_now_ns() + ns;
   do {
     if (sem_trywait(&w->done) == 0)
       return true;
     sched_yield();
-  } while (now_ns() < end && atomic_load_explicit(&waiting, memory_order_relaxed) == 1);
+  } while (tc_now_ns() < end && atomic_load_explicit(&waiting, memory_order_relaxed) == 1);
   return false;
 }
 
 static void
 take_one(struct run_wait *w, size_t *inflight)
 {
-  bool got = atomic_fetch_add(&waiting, 1) == 0 && spin_take(w);
+  uint64_t ns = atomic_load_explicit(&poll_ns, memory_order_relaxed);
+  bool got = atomic_fetch_add(&waiting, 1) == 0 && ns && spin_take(w, ns);
   while (!got && sem_wait(&w->done) < 0 && errno == EINTR)
     ;
   atomic_fetch_sub(&waiting, 1);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -49,7 +50,22 @@ struct tc_evloop {
   pthread_mutex_t lock;      /* guards submitted and stop */
   struct calls submitted;
   int stop;
+  uint64_t poll_ns;          /* poll this long (yielding) before blocking, 0: never */
 };
+
+uint64_t
+tc_now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+void
+tc_evloop_set_poll_us(struct tc_evloop *l, unsigned us)
+{
+  l->poll_ns = (uint64_t) us * 1000;
+}
 
 uint64_t
 tc_now_ms(void)
@@ -323,7 +339,18 @@ tc_evloop_run_once(struct tc_evloop *l, int timeout_ms)
       timeout_ms = (int) left;
   }
   struct epoll_event evs[64];
-  int n = epoll_wait(l->epfd, evs, 64, timeout_ms);
+  int n = epoll_wait(l->epfd, evs, 64, l->poll_ns && timeout_ms ? 0 : timeout_ms);
+  if (n == 0 && l->poll_ns && timeout_ms) {
+    /* Nothing ready: look again, yielding the CPU between looks, for up
+     * to poll_ns before blocking (tc_evloop_set_poll_us). */
+    uint64_t end = tc_now_ns() + l->poll_ns;
+    do {
+      sched_yield();
+      n = epoll_wait(l->epfd, evs, 64, 0);
+    } while (n == 0 && tc_now_ns() < end);
+    if (n == 0)
+      n = epoll_wait(l->epfd, evs, 64, timeout_ms);
+  }
   if (n < 0) {
     if (errno == EINTR)
       n = 0;

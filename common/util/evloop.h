@@ -55,7 +55,15 @@ int tc_evloop_run_once(struct tc_evloop *loop, int timeout_ms);
 /* Thread-safe: make tc_evloop_run() return after the current round. */
 void tc_evloop_stop(struct tc_evloop *loop);
 
-/* Monotonic milliseconds. */
+/* Before blocking for events, keep looking for up to us microseconds,
+ * yielding the CPU between looks (option idle_poll_us): a thread with
+ * work on this CPU runs first, but the CPU does not halt, and on a VM the
+ * wake-up of a halted vCPU (a VM exit) is the largest part of a QD1 round
+ * trip. 0 (the default): block at once. Call before the loop runs. */
+void tc_evloop_set_poll_us(struct tc_evloop *loop, unsigned us);
+
+/* Monotonic milliseconds, nanoseconds. */
 uint64_t tc_now_ms(void);
+uint64_t tc_now_ns(void);
 
 #endif

@@ -1,0 +1,140 @@
+/* The event loop (common/util/evloop.c) with and without idle polling
+ * (tc_evloop_set_poll_us, option idle_poll_us): an fd that becomes ready
+ * and a call submitted from another thread are served whether they come
+ * during the polling or after it (the loop then blocks), timers fire on
+ * time, a round with timeout 0 never polls, and a round with a timeout
+ * returns once it passed. */
+#include <config.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include "evloop.h"
+#include "tap.h"
+
+struct later {
+  struct tc_evloop *loop;
+  useconds_t after_us;
+  int fd;                /* write a byte here, or -1: submit a call */
+};
+
+static int called, fd_ready, timer_fired;
+
+static void
+on_call(struct tc_evloop *l, void *arg)
+{
+  (void) l;
+  (void) arg;
+  called++;
+}
+
+static void
+on_fd(struct tc_evloop *l, int fd, uint32_t ev, void *arg)
+{
+  (void) l;
+  (void) arg;
+  char c;
+  if ((ev & EPOLLIN) && read(fd, &c, 1) == 1)
+    fd_ready++;
+}
+
+static void
+on_timer(struct tc_evloop *l, void *arg)
+{
+  (void) l;
+  (void) arg;
+  timer_fired++;
+}
+
+static void *
+later_thread(void *arg)
+{
+  struct later *t = arg;
+  usleep(t->after_us);
+  if (t->fd >= 0) {
+    if (write(t->fd, "x", 1) != 1)
+      return NULL;
+  }
+  else
+    tc_evloop_submit(t->loop, on_call, NULL);
+  return NULL;
+}
+
+/* One round of loop while another thread acts after after_us; returns
+ * the round's duration in us. */
+static uint64_t
+round_with(struct tc_evloop *loop, useconds_t after_us, int fd, int timeout_ms)
+{
+  struct later t = { loop, after_us, fd };
+  pthread_t th;
+  if (pthread_create(&th, NULL, later_thread, &t) != 0)
+    return UINT64_MAX;
+  uint64_t t0 = tc_now_ns();
+  int r = tc_evloop_run_once(loop, timeout_ms);
+  uint64_t dt = (tc_now_ns() - t0) / 1000;
+  pthread_join(th, NULL);
+  return r < 0 ? UINT64_MAX : dt;
+}
+
+static void
+run_cases(unsigned poll_us)
+{
+  struct tc_evloop *loop = tc_evloop_new();
+  int p[2];
+  if (!loop || pipe(p) < 0) {
+    CHECK(0, "a loop and a pipe");
+    return;
+  }
+  tc_evloop_set_poll_us(loop, poll_us);
+  CHECK(tc_evloop_add_fd(loop, p[0], EPOLLIN, on_fd, NULL) == 0, "pipe watched");
+
+  /* ready during the polling window (50 us) and after it (20 ms) */
+  useconds_t waits[2] = { 50, 20000 };
+  for (int i = 0; i < 2; i++) {
+    int before = fd_ready;
+    uint64_t dt = round_with(loop, waits[i], p[1], -1);
+    CHECK(fd_ready == before + 1 && dt < 5000000, "poll %u us: fd ready after %u us served (%llu us)", poll_us,
+          waits[i], (unsigned long long) dt);
+    before = called;
+    dt = round_with(loop, waits[i], -1, -1);
+    CHECK(called == before + 1 && dt < 5000000, "poll %u us: call submitted after %u us run (%llu us)", poll_us,
+          waits[i], (unsigned long long) dt);
+  }
+
+  /* a timer 30 ms out fires in time, polling or not */
+  int before = timer_fired;
+  uint64_t t0 = tc_now_ns();
+  CHECK(tc_evloop_timer_add(loop, 30, on_timer, NULL) != NULL, "timer added");
+  while (timer_fired == before && tc_now_ns() - t0 < 2000000000u)
+    tc_evloop_run_once(loop, -1);
+  uint64_t ms = (tc_now_ns() - t0) / 1000000;
+  CHECK(timer_fired == before + 1 && ms >= 29 && ms < 1000, "poll %u us: a 30 ms timer fired after %llu ms", poll_us,
+        (unsigned long long) ms);
+
+  /* timeout 0: no polling, no blocking; timeout 20 ms: returns after it */
+  t0 = tc_now_ns();
+  tc_evloop_run_once(loop, 0);
+  uint64_t us = (tc_now_ns() - t0) / 1000;
+  CHECK(us < 5000, "poll %u us: a round with timeout 0 returns at once (%llu us)", poll_us, (unsigned long long) us);
+  t0 = tc_now_ns();
+  tc_evloop_run_once(loop, 20);
+  ms = (tc_now_ns() - t0) / 1000000;
+  CHECK(ms >= 19 && ms < 1000, "poll %u us: a round with timeout 20 ms took %llu ms", poll_us,
+        (unsigned long long) ms);
+
+  tc_evloop_del_fd(loop, p[0]);
+  close(p[0]);
+  close(p[1]);
+  tc_evloop_free(loop);
+}
+
+int
+main(void)
+{
+  run_cases(0);
+  run_cases(200);
+  run_cases(10000);
+  return DONE();
+}
