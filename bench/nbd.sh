@@ -62,7 +62,12 @@ if has file; then
   "$fio" "nbdkit file" "nbd+unix:///?socket=$work/file.sock" "$secs" "$size"
 fi
 if has luks; then
-  qemu-img create -q -f luks --object secret,id=s0,data=bench -o key-secret=s0 "$work/luks.img" "$size"
+  # qemu-img times its PBKDF from the CPU time it used, and on this VM
+  # sometimes fails ("Unable to get accurate CPU usage"): try again.
+  for try in 1 2 3 4 5; do
+    qemu-img create -q -f luks --object secret,id=s0,data=bench -o key-secret=s0 "$work/luks.img" "$size" && break
+    [ $try -lt 5 ] || exit 1
+  done
   nbdkit -U "$work/luks.sock" -P "$work/luks.pid" --filter=luks file "$work/luks.img" passphrase=bench
   pids+=($(cat "$work/luks.pid"))
   "$fio" "nbdkit file+luks" "nbd+unix:///?socket=$work/luks.sock" "$secs" "$size"
