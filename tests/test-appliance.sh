@@ -36,13 +36,6 @@ echo "$out" | grep -q "refusing to serve NBD on 0.0.0.0 without TLS" || fail "no
 
 up
 grep -q "nbd://127.0.0.1:$PORT/demo" "$LOG" || fail "the URI is not printed"
-# The VM hint: printed exactly when idle vCPUs halt at once.
-hp=/sys/module/haltpoll/parameters/guest_halt_poll_ns
-if [ "$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null)" = haltpoll ] && [ "$(cat $hp 2>/dev/null)" = 0 ]; then
-  grep -q "this VM halts an idle vCPU at once" "$LOG" || fail "no hint about guest halt polling on a VM without it"
-else
-  ! grep -q "this VM halts an idle vCPU" "$LOG" || fail "a hint about guest halt polling where it is on"
-fi
 [ "$(nbdinfo --size "nbd://127.0.0.1:$PORT/demo")" = $((1 << 30)) ] || fail "demo is not 1 GiB"
 TROMCHO_CONFIG=$DIR/tromcho.conf "$top_builddir/cli/tromcho" info demo --json |
   python3 -c 'import json,sys; assert json.load(sys.stdin)["encrypted"]' || fail "demo is not encrypted"
