@@ -20,9 +20,9 @@
  * (bench/README.md): 4 KiB write QD1 230 -> 155 us, read QD1 115 -> 88
  * us, a flush after each write 1.3x. A pause loop instead of the yield
  * made reads slower (it took the CPU the OSD needed). With others waiting
- * (a deep queue) nobody polls: the CPUs have work. */
-/* Process-wide (atomics: any thread): callers waiting in take_one, and
- * how long a lone one polls. */
+ * (a deep queue) nobody polls: the CPUs have work.
+ * Process-wide (atomics: any thread): the callers waiting in take_one,
+ * and how long a lone one polls. */
 static atomic_int waiting;
 static _Atomic uint64_t poll_ns;
 

@@ -70,9 +70,7 @@ tc_evloop_set_poll_us(struct tc_evloop *l, unsigned us)
 uint64_t
 tc_now_ms(void)
 {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  return tc_now_ns() / 1000000;
 }
 
 struct tc_evloop *
