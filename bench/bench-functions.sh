@@ -28,13 +28,15 @@ cluster () {
   if [ "$2" = 1 ]; then tromcho make-certs --dir "$d/pki" >/dev/null; cp "$d/pki/tromcho.conf" "$d/base.conf"
   else echo '{}' > "$d/base.conf"; fi
   python3 - "$d" "$kv" "$3" <<'PY'
-import json, sys
+import json, os, sys
 d, kv, mode = sys.argv[1:]
 c = json.load(open(d + "/base.conf"))
 # With certificates (make-certs' config names antietcd_cert) the gateway serves HTTPS.
 scheme = "https" if c.get("antietcd_cert") else "http"
 c.update({"etcd_address": [scheme + "://127.0.0.1:" + kv], "gateway_address": "127.0.0.1:" + kv,
           "gateway_data": d + "/gw", "proto_checksums": mode, "log_level": "warn"})
+# BENCH_CONF='{"option": value}' (environment): more options for every daemon and client
+c.update(json.loads(os.environ.get("BENCH_CONF") or "{}"))
 json.dump(c, open(d + "/tromcho.conf", "w"))
 PY
   CONF=$d/tromcho.conf

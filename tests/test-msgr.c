@@ -318,6 +318,18 @@ run_conn(struct tc_msgr_conn *c, int event, int err, void *arg)
   }
 }
 
+/* With mixed_sizes set, request i carries mixed_size(size, i) bytes:
+ * large and small frames (around the reader's direct-read threshold, and
+ * empty ones) interleave in both directions. */
+static int mixed_sizes;
+
+static size_t
+mixed_size(size_t size, int i)
+{
+  static const size_t sizes[] = { 0, 1, 16383, 16384, 16385, 4096, 65536 + 3, 80, 200000 };
+  return i % 10 == 9 ? size : sizes[i % 10];
+}
+
 /* Connect to port, send n requests of size bytes, run until all are
  * answered or failed (or timeout_ms), then close. */
 static void
@@ -331,9 +343,11 @@ run_client(struct tc_msgr *m, int port, int n, size_t size, int timeout_ms, stru
     r->failed = n;
     return;
   }
+  size_t size0 = size;
   for (int i = 0; i < n; i++) {
-    r->data[i] = malloc(size);
-    r->expect[i] = malloc(size);
+    size = mixed_sizes ? mixed_size(size0, i) : size0;
+    r->data[i] = malloc(size ? size : 1);
+    r->expect[i] = malloc(size ? size : 1);
     for (size_t k = 0; k < size; k++)
       r->expect[i][k] = r->data[i][k] = (uint8_t) (k * 13 + i * 7 + 1);
     r->iov[i] = (struct iovec) { r->data[i], size };
@@ -518,6 +532,14 @@ main(void)
       run_client(c, R.port, 64, 262144, 60000, &r);   /* a deadline, not a speed check */
       CHECK(r.ok == 64, "%s: 64 x 256 KiB echoes in flight at once (ok %d bad %d failed %d)", mname(mode, keyed),
             r.ok, r.bad, r.failed);
+      /* Large and small (and empty) frames interleaved, all in flight: the
+       * reader switches between reading up to the next header only (while
+       * large payloads flow) and filling its buffer. */
+      mixed_sizes = 1;
+      run_client(c, R.port, 200, 300000, 60000, &r);
+      mixed_sizes = 0;
+      CHECK(r.ok == 200, "%s: 200 echoes of 0 B to 293 KiB mixed, in flight at once (ok %d bad %d failed %d)",
+            mname(mode, keyed), r.ok, r.bad, r.failed);
       tc_msgr_free(c);
       tc_msgr_free(s);
     }

@@ -562,8 +562,9 @@ begin_payload(struct tc_msgr_conn *c)
     c->pl = req->rbuf;
     c->pl_cap = h->len;
   }
-  /* Memory for the payload is committed as its bytes arrive (pl_grow);
-   * a server first reserves it against its budgets. */
+  /* Memory for the payload is committed when its bytes arrive (pl_grow):
+   * a server reserves all of it against its budgets first and then takes
+   * it in one piece; a client grows it as the bytes come. */
   if (c->is_server && h->len && tc_msgr_budget_reserve(c, h->len) < 0) {
     c->rstate = R_BUDGET;
     update_events(c);
@@ -579,7 +580,9 @@ pl_grow(struct tc_msgr_conn *c, size_t want)
 {
   if (want <= c->pl_cap)
     return 0;
-  size_t ncap = c->pl_cap ? c->pl_cap * 2 : RBUF_SIZE;
+  /* A server reserved the whole payload against its budgets already
+   * (begin_payload): take it at once rather than grow it by copies. */
+  size_t ncap = c->is_server ? c->cur.len : c->pl_cap ? c->pl_cap * 2 : RBUF_SIZE;
   if (ncap < want)
     ncap = want;
   if (ncap > c->cur.len)
@@ -618,6 +621,7 @@ finish_payload(struct tc_msgr_conn *c)
   }
   c->rstate = R_HDR;
   c->st.frames_in++;
+  c->big_run = c->cur.len >= DIRECT_READ_MIN;
   void *payload = c->pl;
   c->pl = NULL;
   c->pl_owned = 0;
@@ -775,7 +779,17 @@ do_read(struct tc_msgr_conn *c)
         c->rlen -= c->rpos;
         c->rpos = 0;
       }
-      n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+      size_t room = c->rcap - c->rlen;
+      /* While large payloads flow, read no further than the next header:
+       * its payload then goes straight into its own buffer (the direct
+       * read above) instead of being copied out of rbuf. */
+      if (c->big_run && c->state == C_UP) {
+        size_t hw = tc_frame_hdr_wire(&c->fr);
+        size_t want = (c->rstate == R_PAYLOAD ? c->pl_need - c->pl_got + hw : hw) - (c->rlen - c->rpos);
+        if (want < room)
+          room = want;
+      }
+      n = read(c->fd, c->rbuf + c->rlen, room);
       if (n > 0) {
         c->rlen += (size_t) n;
         c->st.bytes_in += (uint64_t) n;

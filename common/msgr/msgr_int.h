@@ -185,6 +185,7 @@ struct tc_msgr_conn {
   struct tc_frame_hdr cur;
   uint8_t *pl;
   int pl_owned;
+  int big_run;                     /* the last payload was read straight into its buffer */
   size_t pl_got, pl_need, pl_cap;
   uint64_t last_rx_ms;             /* last time bytes arrived */
   uint8_t pl_tag[TC_FRAME_TAG];
