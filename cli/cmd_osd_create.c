@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "error.h"
 #include "kv_client.h"
+#include "pools.h"
 #include "store.h"
 
 #define DEFAULT_SIZE (8ull << 30)
@@ -33,7 +34,7 @@ usage(FILE *f)
           "                     /config/osd/<N> for tromcho-osd)\n"
           "  --size SIZE        size of a new or grown data file (default 8G; default for an\n"
           "                     existing file or device: its size); at least 16M\n"
-          "  --block-size SIZE  object size, a power of two from 4k to 1M (default 128k);\n"
+          "  --block-size SIZE  object size, a power of two from 4k to 256k (default 128k);\n"
           "                     fixed for the life of the store\n"
           "  --meta PATH        metadata file (default PATH.meta; required for a block device)\n"
           "  --force            erase an existing store or other data on PATH\n");
@@ -146,9 +147,10 @@ cmd_osd_create(int argc, char **argv, struct tc_config *cfg)
     return 1;
   }
   int64_t bs = tc_config_int(cfg, "block_size");
-  if (bs < TC_STORE_MIN_BLOCK_SIZE || bs > TC_STORE_MAX_BLOCK_SIZE || (bs & (bs - 1))) {
+  /* The store takes up to 1M; an OSD serves up to what one operation carries. */
+  if (bs < TC_STORE_MIN_BLOCK_SIZE || bs > TC_POOL_MAX_BLOCK_SIZE || (bs & (bs - 1))) {
     fprintf(stderr, "tromcho osd-create: option block_size: %" PRId64
-            " is not a power of two between 4k and 1M\n", bs);
+            " is not a power of two between 4k and 256k (the largest object an OSD serves)\n", bs);
     return 1;
   }
   uint64_t size = 0;

@@ -152,6 +152,7 @@ start_watches(struct tc_monitor *m)
 struct osds {
   struct tc_placement_osd *v;
   char **hosts;
+  uint32_t *block_size;   /* each OSD's store object size (0: not said) */
   size_t n;
 };
 
@@ -161,6 +162,7 @@ osds_free(struct osds *o)
   for (size_t i = 0; i < o->n; i++)
     free(o->hosts[i]);
   free(o->hosts);
+  free(o->block_size);
   free(o->v);
   memset(o, 0, sizeof *o);
 }
@@ -176,7 +178,8 @@ read_osds(struct tc_monitor *m, struct osds *out)
     return -1;
   out->v = calloc(r.n_kvs ? r.n_kvs : 1, sizeof *out->v);
   out->hosts = calloc(r.n_kvs ? r.n_kvs : 1, sizeof *out->hosts);
-  if (!out->v || !out->hosts) {
+  out->block_size = calloc(r.n_kvs ? r.n_kvs : 1, sizeof *out->block_size);
+  if (!out->v || !out->hosts || !out->block_size) {
     tc_kv_result_free(&r);
     osds_free(out);
     return tc_error(ENOMEM, "monitor: out of memory");
@@ -196,6 +199,8 @@ read_osds(struct tc_monitor *m, struct osds *out)
       host = json_object_get_string(x);
     if (v && json_object_object_get_ex(v, "weight", &x))
       weight = json_object_get_double(x);
+    int64_t bs = v && json_object_object_get_ex(v, "block_size", &x) ? json_object_get_int64(x) : 0;
+    out->block_size[out->n] = bs > 0 && bs <= UINT32_MAX ? (uint32_t) bs : 0;
     char fallback[32];
     if (!host || !*host) {
       snprintf(fallback, sizeof fallback, "osd%llu", id);
@@ -246,6 +251,7 @@ recompute(struct tc_monitor *m)
   struct tc_pools pools;
   struct tc_pg_config prev, next = { 0 };
   struct osds osds;
+  struct tc_placement_osd *osd_fit = NULL;   /* osds, up only where a pool's block size fits */
   char *text = NULL;
   int rv = -1;
   if (tc_kv_get(m->kv, key(m, k, sizeof k, "/config/pools"), 0, &pr) < 0)
@@ -272,7 +278,8 @@ recompute(struct tc_monitor *m)
     memset(&prev, 0, sizeof prev);
   }
   next.v = calloc(pools.n ? pools.n : 1, sizeof *next.v);
-  if (!next.v)
+  osd_fit = calloc(osds.n ? osds.n : 1, sizeof *osd_fit);
+  if (!next.v || !osd_fit)
     goto out;
   long changed = 0;
   uint64_t pg_total = 0, active = 0, degraded = 0;
@@ -281,7 +288,18 @@ recompute(struct tc_monitor *m)
     struct tc_placement_pool pp = { p->pg_count, p->pg_size, p->pg_minsize, p->failure_domain };
     struct tc_pg_config_pool *np = &next.v[next.n];
     np->pool_id = p->id;
-    long c = tc_placement_compute(osds.v, osds.n, &pp, tc_pg_config_find(&prev, p->id), &np->pl);
+    /* An OSD serves only pools of its own object size (it refuses the
+     * others): place each pool on those alone. */
+    size_t fit = 0;
+    for (size_t j = 0; j < osds.n; j++) {
+      osd_fit[j] = osds.v[j];
+      osd_fit[j].up = !osds.block_size[j] || osds.block_size[j] == p->block_size;
+      fit += osd_fit[j].up;
+    }
+    if (fit < osds.n)
+      tc_warn("monitor: pool %s (%u): block_size %" PRIu64 "; %zu of the %zu OSDs up have another and take none "
+              "of it", p->name, p->id, p->block_size, osds.n - fit, osds.n);
+    long c = tc_placement_compute(osd_fit, osds.n, &pp, tc_pg_config_find(&prev, p->id), &np->pl);
     if (c < 0) {
       tc_warn("monitor: pool %s: %s", p->name, tc_last_error());
       continue;
@@ -394,6 +412,7 @@ out:
   if (rv < 0)
     tc_warn("monitor: %s", tc_last_error());
   free(text);
+  free(osd_fit);
   tc_kv_result_free(&gr);
   tc_pg_config_free(&prev);
   tc_pg_config_free(&next);

@@ -1,9 +1,10 @@
 /* fake-osd: stands in for an OSD in the KV until tromcho-osd exists:
- * writes /osd/state/<id> = {"addr", "port", "host"} with a lease of
+ * writes /osd/state/<id> = {"addr", "port", "host", "block_size"} with a lease of
  * etcd_keepalive_timeout seconds and keeps it alive until killed. SIGTERM
  * or SIGINT revoke the lease (the OSD goes down at once); kill -9 leaves it
  * to expire.
- *   fake-osd --id N [--host H] [--port P] [--etcd_address URL] [--etcd_keepalive_timeout S] */
+ *   fake-osd --id N [--host H] [--port P] [--etcd_address URL] [--etcd_keepalive_timeout S]
+ *            [--block_size B] (the object size it says its store has; default 128k) */
 #include <config.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -66,8 +67,9 @@ main(int argc, char **argv)
   /* "lease": the KV's access filter lets an OSD write its state only with
    * the lease the record names (as tromcho-osd does). */
   snprintf(val, sizeof val,
-           "{\"addr\": \"127.0.0.1\", \"port\": %ld, \"host\": \"%s\", \"state\": [\"up\"], \"lease\": %" PRId64 "}",
-           port ? port : 30000 + id, host, lease);
+           "{\"addr\": \"127.0.0.1\", \"port\": %ld, \"host\": \"%s\", \"state\": [\"up\"], \"block_size\": %" PRId64
+           ", \"lease\": %" PRId64 "}",
+           port ? port : 30000 + id, host, tc_config_int(cfg, "block_size"), lease);
   if (tc_kv_put(kv, key, 0, val, 0, lease, NULL) < 0) {
     fprintf(stderr, "fake-osd: %s\n", tc_last_error());
     return 1;

@@ -188,13 +188,14 @@ test_pools(void)
   struct tc_pools p;
   CHECK(tc_pools_parse("{\"1\": {\"name\": \"a\", \"pg_size\": 3, \"pg_count\": 64},"
                        " \"3\": {\"name\": \"b\", \"pg_size\": 2, \"pg_minsize\": 1, \"pg_count\": 8, "
-                       "\"block_size\": 1048576, \"failure_domain\": \"osd\", \"creator_group\": \"g\"},"
+                       "\"block_size\": 262144, \"failure_domain\": \"osd\", \"creator_group\": \"g\"},"
                        " \"2\": {\"name\": \"bad\", \"pg_size\": 3, \"pg_minsize\": 5, \"pg_count\": 8},"
+                       " \"4\": {\"name\": \"huge\", \"pg_size\": 1, \"pg_count\": 1, \"block_size\": 1048576},"
                        " \"x\": {\"name\": \"bad2\", \"pg_size\": 1, \"pg_count\": 1}}", &p) == 0, "parse pools");
-  CHECK(p.n == 2 && p.v[0].id == 1 && p.v[1].id == 3, "invalid pools left out, sorted by id");
+  CHECK(p.n == 2 && p.v[0].id == 1 && p.v[1].id == 3, "invalid pools (a 1M block among them: no OSD serves it) left out, sorted by id");
   CHECK(p.v[0].pg_minsize == 2 && p.v[0].block_size == 131072 && p.v[0].failure_domain == TC_FD_HOST &&
         !p.v[0].creator_group, "defaults: minsize pg_size-1, 128k, host");
-  CHECK(p.v[1].block_size == 1048576 && p.v[1].failure_domain == TC_FD_OSD && !strcmp(p.v[1].creator_group, "g"),
+  CHECK(p.v[1].block_size == 262144 && p.v[1].failure_domain == TC_FD_OSD && !strcmp(p.v[1].creator_group, "g"),
         "explicit fields");
   CHECK(tc_pools_find_name(&p, "b") == &p.v[1] && !tc_pools_find_name(&p, "bad"), "find by name");
   char *s = tc_pools_encode(&p);

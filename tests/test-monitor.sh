@@ -56,7 +56,9 @@ expect_fail "'b/d' *: only letters" tromcho $opts pool-create b/d --pg-size 3 --
 tromcho $opts pool-create rep3 --pg-size 3 --pg-minsize 2 --pg-count 32 --creator-group devs | grep -q "created with id 1" \
   || fail "pool-create rep3"
 expect_fail "already exists" tromcho $opts pool-create rep3 --pg-size 2 --pg-count 8
-tromcho $opts pool-create two --pg-size 2 --pg-count 16 --block-size 1M --failure-domain osd | grep -q "id 2" \
+expect_fail "block_size 1048576 is not a power of two from 4k to 256k" \
+  tromcho $opts pool-create bad --pg-size 2 --pg-count 16 --block-size 1M
+tromcho $opts pool-create two --pg-size 2 --pg-count 16 --block-size 128k --failure-domain osd | grep -q "id 2" \
   || fail "pool-create two"
 
 # The placement checker: valid sets for every PG of every pool.
@@ -84,13 +86,13 @@ echo "placement valid"
 
 tromcho $opts pool-ls | tee "$TESTDIR/ls.txt"
 grep -qE "^1 +rep3 +3 +2 +32 +128k +host +32 +32 +0 +active" "$TESTDIR/ls.txt" || fail "pool-ls rep3 line"
-grep -qE "^2 +two +2 +1 +16 +1M +osd +16 +16 +0 +active" "$TESTDIR/ls.txt" || fail "pool-ls two line"
+grep -qE "^2 +two +2 +1 +16 +128k +osd +16 +16 +0 +active" "$TESTDIR/ls.txt" || fail "pool-ls two line"
 tromcho $opts pool-ls --json | python3 -c '
 import json, sys
 p = json.load(sys.stdin)
 assert [x["name"] for x in p] == ["rep3", "two"], p
 assert p[0]["pgs_active"] == 32 and p[0]["state"] == "active" and p[0]["creator_group"] == "devs", p[0]
-assert p[1]["block_size"] == 1048576 and p[1]["failure_domain"] == "osd", p[1]
+assert p[1]["block_size"] == 131072 and p[1]["failure_domain"] == "osd", p[1]
 ' || fail "pool-ls --json"
 
 stats_are () { kv_get $P/stats | python3 -c "
@@ -180,6 +182,32 @@ expect_fail "no pool named 'two'" tromcho $opts pool-rm two
 gone () { kv_get $P/pg/config | python3 -c 'import json,sys; sys.exit(0 if list(json.load(sys.stdin)["items"]) == ["1"] else 1)'; }
 WAIT_SECS=10 wait_for gone || fail "pool two is still in /pg/config"
 [ "$(tromcho $opts pool-ls --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 1 ] || fail "pool-ls after pool-rm"
+
+# An OSD serves only pools of its store's object size: a 256k pool goes to
+# the one 256k OSD alone, and a pool no OSD fits is not placed (pool-ls
+# says so, the monitor's log names the reason).
+"$OSD" $opts --etcd_keepalive_timeout 2 --id 7 --host host4 --block_size 262144 >>"$TESTDIR/osd7.log" 2>&1 &
+OSDPID[7]=$!
+cleanup_fn "stop_pid $!"
+tromcho $opts pool-create big --pg-size 1 --pg-count 4 --block-size 256k --failure-domain osd | grep -q "created" \
+  || fail "pool-create big"
+tromcho $opts pool-create small --pg-size 1 --pg-count 4 --block-size 64k --failure-domain osd | grep -q "created" \
+  || fail "pool-create small"
+big_on_7 () { kv_get $P/pg/config | python3 -c '
+import json, sys
+pools = {p["name"]: i for i, p in json.loads(sys.argv[1]).items()}
+items = json.load(sys.stdin)["items"]
+big = items[pools["big"]]
+assert sorted(map(int, big)) == [0, 1, 2, 3] and all(e["osd_set"] == [7] for e in big.values()), big
+assert not items.get(pools["small"]) or all(e["primary"] == 0 for e in items[pools["small"]].values()), items.get(pools["small"])
+assert all(7 not in e["osd_set"] for e in items["1"].values()), items["1"]
+' "$(kv_get $P/config/pools)"; }
+WAIT_SECS=10 wait_for big_on_7 || { big_on_7; fail "the 256k pool is not on the 256k OSD alone"; }
+tromcho $opts pool-ls | grep -qE "^[0-9]+ +small .* +0 +0 +4 +not placed" || { tromcho $opts pool-ls; fail "pool-ls small"; }
+grep -qE "pool small \([0-9]+\): block_size 65536; ([0-9]+) of the \1 OSDs up have another" "$TESTDIR"/mon*.log \
+  || fail "the monitor did not say why pool small is not placed"
+tromcho $opts pool-rm big >/dev/null && tromcho $opts pool-rm small >/dev/null || fail "pool-rm big, small"
+stop_pid "${OSDPID[7]}"
 
 # A clean stop resigns: the last monitor revokes its lease.
 stop_pid "$other"

@@ -22,6 +22,7 @@ expect_fail "allocating an OSD number in the KV.*--osd_num N" \
 expect_fail "osd_num.*not a positive" tromcho osd-create --data "$TESTDIR/osd2" --osd_num 0
 expect_fail "too small" tromcho osd-create --data "$TESTDIR/osd2" --osd_num 1 --size 8M
 expect_fail "power of two" tromcho osd-create --data "$TESTDIR/osd2" --osd_num 1 --block-size 96k
+expect_fail "between 4k and 256k" tromcho osd-create --data "$TESTDIR/osd2" --osd_num 1 --block-size 512k
 expect_fail "data PATH is required" tromcho osd-create --osd_num 1
 expect_fail "unknown or incomplete argument" tromcho osd-create --data "$TESTDIR/osd2" --osd_num 1 --bogus
 

@@ -27,9 +27,9 @@ tc_pool_validate(const struct tc_pool *p)
     return tc_error(EINVAL, "pool %s: pg_minsize %u is not in 1..pg_size (%u)", p->name, p->pg_minsize, p->pg_size);
   if (p->pg_count < 1 || p->pg_count > TC_POOL_MAX_PG_COUNT)
     return tc_error(EINVAL, "pool %s: pg_count %u is not in 1..%d", p->name, p->pg_count, TC_POOL_MAX_PG_COUNT);
-  if (p->block_size < 4096 || p->block_size > (128u << 20) || (p->block_size & (p->block_size - 1)))
-    return tc_error(EINVAL, "pool %s: block_size %" PRIu64 " is not a power of two from 4k to 128M", p->name,
-                    p->block_size);
+  if (p->block_size < 4096 || p->block_size > TC_POOL_MAX_BLOCK_SIZE || (p->block_size & (p->block_size - 1)))
+    return tc_error(EINVAL, "pool %s: block_size %" PRIu64 " is not a power of two from 4k to 256k (the largest "
+                    "object an OSD operation carries)", p->name, p->block_size);
   if (p->failure_domain != TC_FD_HOST && p->failure_domain != TC_FD_OSD)
     return tc_error(EINVAL, "pool %s: failure_domain must be host or osd", p->name);
   return 0;

@@ -30,6 +30,9 @@
 #define TC_POOL_MAX_ID 65535
 #define TC_POOL_MAX_PG_SIZE 16
 #define TC_POOL_MAX_PG_COUNT 65536
+/* An object travels whole in one OSD operation, whose bitmaps have 64
+ * sectors (osd_proto.h TC_OSD_MAX_OP_BYTES): 256 KiB at most. */
+#define TC_POOL_MAX_BLOCK_SIZE (256u * 1024)
 
 struct tc_pool {
   uint32_t id;

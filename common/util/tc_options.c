@@ -79,7 +79,7 @@ const struct tc_opt_def tc_options[] = {
   { "vault_ca", TC_OPT_STRING, NULL, "CA of the Vault server" },
   /* OSD store */
   { "osd_num", TC_OPT_INT, NULL, "this OSD's number (osd-create: allocated in the KV when absent)" },
-  { "block_size", TC_OPT_INT, "131072", "object size of a new OSD store (power of two, 4k..1M), fixed at osd-create" },
+  { "block_size", TC_OPT_INT, "131072", "object size of a new OSD store (power of two, 4k..256k), fixed at osd-create" },
   /* OSD daemon */
   { "osd_data", TC_OPT_STRING, NULL, "tromcho-osd: the store's data file or device (default: what osd-create recorded in /config/osd/<osd_num>)" },
   { "osd_meta", TC_OPT_STRING, NULL, "tromcho-osd: the store's metadata file (default: osd_data + .meta)" },
