@@ -238,9 +238,9 @@ main(int argc, char **argv)
     goto out;
   }
   o->kv_settle_ms = (uint64_t) settle;
-  int64_t poll = tc_config_int(cfg, "idle_poll_us");
-  if (poll < 0 || poll > 10000) {
-    fprintf(stderr, "tromcho-osd: option idle_poll_us: %" PRId64 " is out of range (0..10000)\n", poll);
+  int64_t poll;
+  if (tc_config_int_in(cfg, "idle_poll_us", 0, TC_IDLE_POLL_US_MAX, &poll) < 0) {
+    fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
     goto out;
   }
   if (!tc_config_given(cfg, "osd_num") || tc_config_int(cfg, "osd_num") <= 0) {

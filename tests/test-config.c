@@ -41,6 +41,12 @@ main(void)
     CHECK(tc_config_bool(cfg, "use_perms") == false, "command line overrides the file");
     CHECK(tc_config_int(cfg, "msgr_max_inflight_ops") == 64, "int from file");
     CHECK(tc_config_int(cfg, "msgr_max_inflight_bytes") == 1048576, "size suffix from the command line");
+    int64_t v = -7;
+    CHECK(tc_config_int_in(cfg, "msgr_max_inflight_ops", 1, 64, &v) == 0 && v == 64, "int in range (its upper end)");
+    v = -7;
+    CHECK(tc_config_int_in(cfg, "msgr_max_inflight_ops", 1, 63, &v) < 0 && v == -7 &&
+          strstr(tc_last_error(), "option msgr_max_inflight_ops: 64 is out of range (1..63)"),
+          "int out of range: refused by name, value and range");
     CHECK(!strcmp(tc_config_str(cfg, "proto_checksums"), "payload"), "default value");
     CHECK(argc == 3 && !strcmp(argv[1], "positional") && !strcmp(argv[2], "--other"),
           "unknown arguments left for the program (argc=%d)", argc);

@@ -62,11 +62,9 @@ tc_cluster_new(const struct tc_config *cfg, struct tc_kv *kv)
     goto fail;
   }
   cl->max_dirty = (uint64_t) md;
-  int64_t poll = tc_config_int(cfg, "idle_poll_us");
-  if (poll < 0 || poll > 10000) {
-    tc_error(EINVAL, "option idle_poll_us: %" PRId64 " is out of range (0..10000)", poll);
+  int64_t poll;
+  if (tc_config_int_in(cfg, "idle_poll_us", 0, TC_IDLE_POLL_US_MAX, &poll) < 0)
     goto fail;
-  }
   cl->retry_ms = (uint64_t) ri;
   if (!(cl->prefix = strdup(tc_kv_prefix(kv)))) {
     tc_error(ENOMEM, "cluster: out of memory");

@@ -61,6 +61,7 @@ void tc_evloop_stop(struct tc_evloop *loop);
  * wake-up of a halted vCPU (a VM exit) is the largest part of a QD1 round
  * trip. 0 (the default): block at once. Call before the loop runs. */
 void tc_evloop_set_poll_us(struct tc_evloop *loop, unsigned us);
+#define TC_IDLE_POLL_US_MAX 10000   /* option idle_poll_us: 0..this */
 
 /* Monotonic milliseconds, nanoseconds. */
 uint64_t tc_now_ms(void);

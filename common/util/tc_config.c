@@ -1,6 +1,7 @@
 /* Loading and reading the configuration (see config.h). */
 #include <config.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -443,6 +444,16 @@ tc_config_int(const struct tc_config *cfg, const char *name)
 {
   json_object *v = config_get(cfg, name, TC_OPT_INT);
   return v ? json_object_get_int64(v) : 0;
+}
+
+int
+tc_config_int_in(const struct tc_config *cfg, const char *name, int64_t min, int64_t max, int64_t *out)
+{
+  int64_t v = tc_config_int(cfg, name);
+  if (v < min || v > max)
+    return tc_error(EINVAL, "option %s: %" PRId64 " is out of range (%" PRId64 "..%" PRId64 ")", name, v, min, max);
+  *out = v;
+  return 0;
 }
 
 bool

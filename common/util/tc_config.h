@@ -55,6 +55,9 @@ int tc_config_set(struct tc_config *cfg, const char *name, const char *value);
  * option or the wrong type is a programming error and aborts. */
 const char *tc_config_str(const struct tc_config *cfg, const char *name);   /* NULL if unset */
 int64_t tc_config_int(const struct tc_config *cfg, const char *name);
+/* The integer option name if it lies in min..max; else -1 with
+ * tc_last_error() naming the option, its value and the range. */
+int tc_config_int_in(const struct tc_config *cfg, const char *name, int64_t min, int64_t max, int64_t *out);
 bool tc_config_bool(const struct tc_config *cfg, const char *name);
 /* Number of strings in a list option, and the i-th. */
 int tc_config_list_len(const struct tc_config *cfg, const char *name);
