@@ -34,9 +34,17 @@ _run_cleanup () {
 trap _run_cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A temporary folder of the test's own, removed on exit.
+# A temporary folder of the test's own, removed on exit (kept when the test
+# fails and TC_KEEP_FAILED is set, to read its daemons' logs).
 TESTDIR=$(mktemp -d "/tmp/tromcho-test.XXXXXX")
-cleanup_fn "rm -rf '$TESTDIR'"
+_remove_testdir () {
+  if [ "$rc" != 0 ] && [ -n "${TC_KEEP_FAILED:-}" ]; then
+    echo "$0: kept $TESTDIR" >&2
+  else
+    rm -rf "$TESTDIR"
+  fi
+}
+cleanup_fn _remove_testdir
 
 # Stop a process by PID: TERM, then KILL after 5 s.
 stop_pid () {
