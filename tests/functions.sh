@@ -54,9 +54,9 @@ stop_pid () {
   kill -9 "$pid" 2>/dev/null || true
 }
 
-# Print a free TCP port on 127.0.0.1.
+# Print a free TCP port on 127.0.0.1, outside the ephemeral range (free-port.py).
 free_port () {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  python3 "$top_srcdir/tests/free-port.py"
 }
 
 # Wait until "$@" succeeds, at most $WAIT_SECS (default 20) seconds.

@@ -101,7 +101,7 @@ in_root systemd-analyze verify tromcho-gateway.service tromcho-osd@1.service nbd
   tromcho-fuse@mnt-tromcho.service || fail "systemd-analyze verify in the root"
 
 log "a cluster from the systemd units"
-free_port () { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+free_port () { python3 "$top/tests/free-port.py"; }
 KVPORT=$(free_port); NBDPORT=$(free_port)
 in_root tromcho make-certs --dir /etc/tromcho/certs >/dev/null || fail "make-certs"
 # The config: the certificates' conf plus the KV address (no python in the root).

@@ -35,7 +35,7 @@ case $mode in kill|stop|gateway|partition) ;; *) echo "soak.sh: unknown mode $mo
 W=$(mktemp -d /var/tmp/tromcho-soak.XXXXXX)
 DIR=$W/app
 LOG=$W/up.log
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(python3 "$top/tests/free-port.py")
 URI="nbd://127.0.0.1:$PORT/demo"
 UP_PID= FIO= STOPPED= FAILED=
 NS_PIDS=() NETNS=()
