@@ -212,7 +212,8 @@ cmd_cpubench(int argc, char **argv, struct tc_config *cfg)
   int status = 0;
   double took;
   if (!json) {
-    printf("tromcho transport encryption benchmark (AES-256-GCM, AES-256-XTS and xxhash3)\n\nWarmup...\n");
+    printf("tromcho transport encryption benchmark (AES-256-GCM, AES-256-XTS and xxhash3)\n"
+           "AES-256-GCM through %s, XXH3 %s\n\nWarmup...\n", tc_gcm_impl_name(), tc_xxh3_impl());
     fflush(stdout);
   }
   else

@@ -27,7 +27,7 @@ done
 [ $# = 1 ] || { echo "usage: vm/build-image.sh [--debs DIR] [--size 6G] OUT.qcow2" >&2; exit 2; }
 out=$1
 CACHE=${TROMCHO_VM_CACHE:-/var/tmp/tromcho-vm}
-INCLUDE=systemd,systemd-sysv,dbus,udev,adduser,linux-image-amd64,initramfs-tools,iproute2,nbdkit,fuse3,libnbd-bin,libjson-c5,libmicrohttpd12,liburing2,liblmdb0,libcurl3-gnutls
+INCLUDE=systemd,systemd-sysv,dbus,udev,adduser,linux-image-amd64,initramfs-tools,iproute2,nbdkit,fuse3,libnbd-bin,libjson-c5,libmicrohttpd12,liburing2,libipsec-mb1,liblmdb0,libcurl3-gnutls
 SDBOOT=/usr/lib/systemd/boot/efi/systemd-bootx64.efi
 ESP_MIB=128
 log () { printf '== %s\n' "$*" >&2; }

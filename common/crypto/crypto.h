@@ -2,7 +2,8 @@
  * hides which library implements it.
  *
  *   AES-256-XTS   GnuTLS (AES-NI/VAES; Nettle 3.8's XTS measured 8-9x slower)
- *   AES-256-GCM   GnuTLS (AES-NI + PCLMUL/VPCLMULQDQ, scatter-gather AEAD API)
+ *   AES-256-GCM   Intel's ipsec-mb on x86-64 (VAES/VPCLMULQDQ/AVX-512 where the
+ *                 CPU has them: 4x GnuTLS here), else GnuTLS's AEAD API
  *   XXH3-64       xxHash, header-only inline, built for AVX-512, AVX2 and SSE2
  *                 and chosen at run time (Debian's libxxhash is SSE2 only)
  *   X25519, SHA-256, HMAC-SHA256, HKDF-SHA256   Nettle
@@ -50,7 +51,18 @@ int tc_xts_decrypt_unit(struct tc_xts *x, const uint8_t tweak[16], const void *i
 
 /* --- AES-256-GCM, 96-bit nonce, 128-bit tag --- */
 struct tc_gcm;
+/* Implementations of AES-256-GCM (they give the same bytes). TC_GCM_AUTO is
+ * ipsec-mb where it was built in and the CPU has AES-NI and PCLMULQDQ,
+ * else GnuTLS. Tests and benchmarks name one to compare them. */
+enum tc_gcm_impl { TC_GCM_AUTO, TC_GCM_GNUTLS, TC_GCM_IPSEC_MB };
 int tc_gcm_new(struct tc_gcm **out, const uint8_t key[TC_GCM_KEY_SIZE]);
+/* As tc_gcm_new with a given implementation; ENOTSUP if it is not there. */
+int tc_gcm_new_impl(struct tc_gcm **out, const uint8_t key[TC_GCM_KEY_SIZE], enum tc_gcm_impl impl);
+/* The name of the implementation TC_GCM_AUTO picks: "ipsec-mb avx512",
+ * "ipsec-mb avx2", ... or "gnutls". */
+const char *tc_gcm_impl_name(void);
+/* The implementation a context uses. */
+enum tc_gcm_impl tc_gcm_impl_of(const struct tc_gcm *g);
 void tc_gcm_free(struct tc_gcm *g);
 /* Replace the key (key update) without reallocating. */
 int tc_gcm_rekey(struct tc_gcm *g, const uint8_t key[TC_GCM_KEY_SIZE]);

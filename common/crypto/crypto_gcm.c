@@ -1,28 +1,131 @@
-/* AES-256-GCM through GnuTLS's scatter-gather AEAD API, so a frame's header
- * and payload are sealed in place without a copy. GnuTLS checks the tag in
- * constant time. Measured here: ~4.5 GB/s at 4 KiB, vs Nettle ~1.5 GB/s. */
+/* AES-256-GCM, two implementations behind one API, giving the same bytes:
+ *
+ * - Intel's ipsec-mb (x86-64): VAES + VPCLMULQDQ with AVX-512 or AVX2 where
+ *   the CPU has them, stitched AES-CTR and GHASH. Measured on this project's
+ *   machines (AMD EPYC, AVX-512): 15.7 GB/s at 4 KiB, 18 GB/s at 1 MiB.
+ * - GnuTLS's scatter-gather AEAD API: 3.7-4.5 GB/s on the same CPU (its
+ *   assembly stops at 128-bit AES-NI). Used where ipsec-mb is not built in
+ *   or the CPU lacks AES-NI/PCLMULQDQ.
+ *
+ * Both seal and open in place, header and payload as separate iovecs, and
+ * check the tag in constant time. The ipsec-mb manager is read-only after
+ * its one-time set-up (pthread_once), so threads share it safely; each
+ * context holds its own expanded key. */
 #include <config.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/crypto.h>
+#ifdef HAVE_IPSEC_MB
+#include <intel-ipsec-mb.h>
+#endif
 #include "crypto.h"
 #include "error.h"
 
 struct tc_gcm {
+  enum tc_gcm_impl impl;
   gnutls_aead_cipher_hd_t h;
+#ifdef HAVE_IPSEC_MB
+  struct gcm_key_data *kd; /* expanded key and GHASH powers, 64-aligned */
+#endif
 };
 
+#ifdef HAVE_IPSEC_MB
+static IMB_MGR *imb;
+static const char *imb_name = "gnutls";
+static pthread_once_t imb_once = PTHREAD_ONCE_INIT;
+
+static void
+imb_setup(void)
+{
+  IMB_MGR *m = alloc_mb_mgr(0);
+  if (!m)
+    return;
+  IMB_ARCH arch = IMB_ARCH_NONE;
+  init_mb_mgr_auto(m, &arch);
+  /* Without AES-NI and PCLMULQDQ ipsec-mb falls back to table code, slower
+   * than GnuTLS's and not constant time: leave GCM to GnuTLS then. */
+  uint64_t need = IMB_FEATURE_AESNI | IMB_FEATURE_PCLMULQDQ;
+  if (imb_get_errno(m) != 0 || arch < IMB_ARCH_SSE || (m->features & need) != need) {
+    free_mb_mgr(m);
+    return;
+  }
+  imb = m;
+  imb_name = arch == IMB_ARCH_AVX512 ? "ipsec-mb avx512"
+             : arch == IMB_ARCH_AVX2 ? "ipsec-mb avx2"
+             : arch == IMB_ARCH_AVX  ? "ipsec-mb avx"
+                                     : "ipsec-mb sse";
+}
+
+static IMB_MGR *
+imb_get(void)
+{
+  pthread_once(&imb_once, imb_setup);
+  return imb;
+}
+
+/* ipsec-mb takes the additional data as one buffer: gather it (frames
+ * authenticate small headers, if anything). */
+static int
+imb_gather_aad(const struct iovec *aad, int naad, uint8_t *buf, size_t cap, size_t *len)
+{
+  size_t n = 0;
+  for (int i = 0; i < naad; i++) {
+    if (aad[i].iov_len > cap - n)
+      return tc_error(EINVAL, "AES-256-GCM: more than %zu bytes of additional data", cap);
+    memcpy(buf + n, aad[i].iov_base, aad[i].iov_len);
+    n += aad[i].iov_len;
+  }
+  *len = n;
+  return 0;
+}
+
+#define TC_GCM_AAD_MAX 1024
+#endif
+
+const char *
+tc_gcm_impl_name(void)
+{
+#ifdef HAVE_IPSEC_MB
+  imb_get();
+  return imb_name;
+#else
+  return "gnutls";
+#endif
+}
+
+enum tc_gcm_impl
+tc_gcm_impl_of(const struct tc_gcm *g)
+{
+  return g->impl;
+}
+
 int
-tc_gcm_new(struct tc_gcm **out, const uint8_t key[TC_GCM_KEY_SIZE])
+tc_gcm_new_impl(struct tc_gcm **out, const uint8_t key[TC_GCM_KEY_SIZE], enum tc_gcm_impl impl)
 {
   *out = NULL;
+  if (impl == TC_GCM_AUTO) {
+#ifdef HAVE_IPSEC_MB
+    impl = imb_get() ? TC_GCM_IPSEC_MB : TC_GCM_GNUTLS;
+#else
+    impl = TC_GCM_GNUTLS;
+#endif
+  }
+#ifdef HAVE_IPSEC_MB
+  if (impl == TC_GCM_IPSEC_MB && !imb_get())
+    return tc_error(ENOTSUP, "AES-256-GCM: ipsec-mb needs AES-NI and PCLMULQDQ, which this CPU lacks");
+#else
+  if (impl == TC_GCM_IPSEC_MB)
+    return tc_error(ENOTSUP, "AES-256-GCM: this build has no ipsec-mb (configure found no libipsec-mb-dev)");
+#endif
   struct tc_gcm *g = calloc(1, sizeof *g);
   if (!g)
     return tc_error(ENOMEM, "AES-256-GCM: out of memory");
+  g->impl = impl;
   if (tc_gcm_rekey(g, key) < 0) {
-    free(g);
+    tc_gcm_free(g);
     return -1;
   }
   *out = g;
@@ -30,8 +133,26 @@ tc_gcm_new(struct tc_gcm **out, const uint8_t key[TC_GCM_KEY_SIZE])
 }
 
 int
+tc_gcm_new(struct tc_gcm **out, const uint8_t key[TC_GCM_KEY_SIZE])
+{
+  return tc_gcm_new_impl(out, key, TC_GCM_AUTO);
+}
+
+int
 tc_gcm_rekey(struct tc_gcm *g, const uint8_t key[TC_GCM_KEY_SIZE])
 {
+#ifdef HAVE_IPSEC_MB
+  if (g->impl == TC_GCM_IPSEC_MB) {
+    if (!g->kd) {
+      void *p = NULL;
+      if (posix_memalign(&p, 64, sizeof *g->kd) != 0)
+        return tc_error(ENOMEM, "AES-256-GCM: out of memory");
+      g->kd = p;
+    }
+    IMB_AES256_GCM_PRE(imb, key, g->kd);
+    return 0;
+  }
+#endif
   uint8_t k[TC_GCM_KEY_SIZE];
   memcpy(k, key, sizeof k);
   gnutls_datum_t d = { k, sizeof k };
@@ -53,6 +174,12 @@ tc_gcm_free(struct tc_gcm *g)
     return;
   if (g->h)
     gnutls_aead_cipher_deinit(g->h);
+#ifdef HAVE_IPSEC_MB
+  if (g->kd) {
+    tc_wipe(g->kd, sizeof *g->kd);
+    free(g->kd);
+  }
+#endif
   free(g);
 }
 
@@ -61,6 +188,22 @@ tc_gcm_seal(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
             const struct iovec *aad, int naad, const struct iovec *data, int ndata,
             uint8_t tag[TC_GCM_TAG_SIZE])
 {
+#ifdef HAVE_IPSEC_MB
+  if (g->impl == TC_GCM_IPSEC_MB) {
+    uint8_t a[TC_GCM_AAD_MAX];
+    size_t alen;
+    if (imb_gather_aad(aad, naad, a, sizeof a, &alen) < 0)
+      return -1;
+    struct gcm_context_data ctx;
+    IMB_AES256_GCM_INIT(imb, g->kd, &ctx, nonce, a, alen);
+    for (int i = 0; i < ndata; i++)
+      if (data[i].iov_len)
+        IMB_AES256_GCM_ENC_UPDATE(imb, g->kd, &ctx, data[i].iov_base, data[i].iov_base, data[i].iov_len);
+    IMB_AES256_GCM_ENC_FINALIZE(imb, g->kd, &ctx, tag, TC_GCM_TAG_SIZE);
+    tc_wipe(&ctx, sizeof ctx);
+    return 0;
+  }
+#endif
   size_t tagsz = TC_GCM_TAG_SIZE;
   int r = gnutls_aead_cipher_encryptv2(g->h, nonce, TC_GCM_NONCE_SIZE, (giovec_t *) aad, naad,
                                        (giovec_t *) data, ndata, tag, &tagsz);
@@ -69,11 +212,43 @@ tc_gcm_seal(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
   return 0;
 }
 
+static int
+gather_len_ok(const struct iovec *in, int nin, size_t len)
+{
+  size_t off = 0;
+  for (int i = 0; i < nin; i++) {
+    if (in[i].iov_len > len - off)
+      return tc_error(EINVAL, "AES-256-GCM seal: more than %zu bytes of input for a %zu-byte record", len, len);
+    off += in[i].iov_len;
+  }
+  if (off != len)
+    return tc_error(EINVAL, "AES-256-GCM seal: %zu bytes of input for a %zu-byte record", off, len);
+  return 0;
+}
+
 int
 tc_gcm_seal_copy(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
                  const struct iovec *in, int nin, void *out, size_t len)
 {
-  if (nin == 1 && in[0].iov_len == len) {
+  if (gather_len_ok(in, nin, len) < 0)
+    return -1;
+  uint8_t *o = out;
+#ifdef HAVE_IPSEC_MB
+  if (g->impl == TC_GCM_IPSEC_MB) {
+    /* Gather and encrypt in one pass: each piece is encrypted into place. */
+    struct gcm_context_data ctx;
+    IMB_AES256_GCM_INIT(imb, g->kd, &ctx, nonce, NULL, 0);
+    for (int i = 0; i < nin; i++)
+      if (in[i].iov_len) {
+        IMB_AES256_GCM_ENC_UPDATE(imb, g->kd, &ctx, o, in[i].iov_base, in[i].iov_len);
+        o += in[i].iov_len;
+      }
+    IMB_AES256_GCM_ENC_FINALIZE(imb, g->kd, &ctx, (uint8_t *) out + len, TC_GCM_TAG_SIZE);
+    tc_wipe(&ctx, sizeof ctx);
+    return 0;
+  }
+#endif
+  if (nin == 1) {
     size_t outlen = len + TC_GCM_TAG_SIZE;
     int r = gnutls_aead_cipher_encrypt(g->h, nonce, TC_GCM_NONCE_SIZE, NULL, 0, TC_GCM_TAG_SIZE,
                                        in[0].iov_base, len, out, &outlen);
@@ -82,18 +257,21 @@ tc_gcm_seal_copy(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
     return 0;
   }
   /* Scattered input: gather, then seal in place. */
-  size_t off = 0;
   for (int i = 0; i < nin; i++) {
-    if (off + in[i].iov_len > len)
-      return tc_error(EINVAL, "AES-256-GCM seal: %zu bytes of input for a %zu-byte record",
-                      off + in[i].iov_len, len);
-    memcpy((uint8_t *) out + off, in[i].iov_base, in[i].iov_len);
-    off += in[i].iov_len;
+    memcpy(o, in[i].iov_base, in[i].iov_len);
+    o += in[i].iov_len;
   }
-  if (off != len)
-    return tc_error(EINVAL, "AES-256-GCM seal: %zu bytes of input for a %zu-byte record", off, len);
   struct iovec one = { out, len };
   return tc_gcm_seal(g, nonce, NULL, 0, &one, 1, (uint8_t *) out + len);
+}
+
+/* Never leave the plaintext of a forged or damaged record behind: both
+ * implementations decrypt in place before the tag is known to be good. */
+static void
+wipe_data(const struct iovec *data, int ndata)
+{
+  for (int i = 0; i < ndata; i++)
+    tc_wipe(data[i].iov_base, data[i].iov_len);
 }
 
 int
@@ -101,13 +279,33 @@ tc_gcm_open(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
             const struct iovec *aad, int naad, const struct iovec *data, int ndata,
             const uint8_t tag[TC_GCM_TAG_SIZE])
 {
+#ifdef HAVE_IPSEC_MB
+  if (g->impl == TC_GCM_IPSEC_MB) {
+    uint8_t a[TC_GCM_AAD_MAX];
+    size_t alen;
+    if (imb_gather_aad(aad, naad, a, sizeof a, &alen) < 0)
+      return -1;
+    struct gcm_context_data ctx;
+    uint8_t want[TC_GCM_TAG_SIZE];
+    IMB_AES256_GCM_INIT(imb, g->kd, &ctx, nonce, a, alen);
+    for (int i = 0; i < ndata; i++)
+      if (data[i].iov_len)
+        IMB_AES256_GCM_DEC_UPDATE(imb, g->kd, &ctx, data[i].iov_base, data[i].iov_base, data[i].iov_len);
+    IMB_AES256_GCM_DEC_FINALIZE(imb, g->kd, &ctx, want, TC_GCM_TAG_SIZE);
+    tc_wipe(&ctx, sizeof ctx);
+    int ok = tc_memeq_ct(want, tag, TC_GCM_TAG_SIZE);
+    tc_wipe(want, sizeof want);
+    if (!ok) {
+      wipe_data(data, ndata);
+      return tc_error(EBADMSG, "AES-256-GCM open: authentication tag mismatch");
+    }
+    return 0;
+  }
+#endif
   int r = gnutls_aead_cipher_decryptv2(g->h, nonce, TC_GCM_NONCE_SIZE, (giovec_t *) aad, naad,
                                        (giovec_t *) data, ndata, (void *) tag, TC_GCM_TAG_SIZE);
   if (r < 0)
-    /* GnuTLS decrypts in place before it checks the tag: never leave the
-     * plaintext of a forged or damaged record behind. */
-    for (int i = 0; i < ndata; i++)
-      tc_wipe(data[i].iov_base, data[i].iov_len);
+    wipe_data(data, ndata);
   if (r == GNUTLS_E_DECRYPTION_FAILED)
     return tc_error(EBADMSG, "AES-256-GCM open: authentication tag mismatch");
   if (r < 0)

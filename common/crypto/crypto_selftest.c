@@ -125,9 +125,14 @@ tc_crypto_selftest(char *msg, size_t msglen)
   if (r == 0) r = selftest_xts();
   if (r == 0) r = selftest_xxh3();
   if (msg)
-    snprintf(msg, msglen, r == 0
-             ? "crypto self-test passed: AES-256-XTS, AES-256-GCM (GnuTLS %s), X25519, HKDF-SHA256 (Nettle), XXH3 (%s)"
-             : "%s", r == 0 ? gnutls_check_version(NULL) : tc_last_error(), tc_xxh3_impl());
+    {
+      if (r == 0)
+        snprintf(msg, msglen,
+                 "crypto self-test passed: AES-256-XTS (GnuTLS %s), AES-256-GCM (%s), X25519, HKDF-SHA256 (Nettle), XXH3 (%s)",
+                 gnutls_check_version(NULL), tc_gcm_impl_name(), tc_xxh3_impl());
+      else
+        snprintf(msg, msglen, "%s", tc_last_error());
+    }
   return r;
 }
 
