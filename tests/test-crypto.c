@@ -403,6 +403,7 @@ test_gcm_vectors(enum tc_gcm_impl impl)
   }
 }
 
+#ifdef HAVE_IPSEC_MB
 /* The implementations against each other: random keys, nonces, lengths
  * (0 to 70000 bytes, so ipsec-mb's partial blocks and its wide AVX-512
  * loops are both crossed), random cuts of header and payload, random AAD:
@@ -460,6 +461,7 @@ test_gcm_cross(void)
   tc_gcm_free(b);
   free(pt); free(x); free(y);
 }
+#endif
 
 /* --- X25519 (RFC 7748) --------------------------------------------------- */
 
