@@ -14,6 +14,7 @@
 #include <config.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <gnutls/gnutls.h>
@@ -83,6 +84,39 @@ imb_gather_aad(const struct iovec *aad, int naad, uint8_t *buf, size_t cap, size
 }
 
 #define TC_GCM_AAD_MAX 1024
+
+/* One pass of ipsec-mb's GCM over the data buffers: encrypt or decrypt them
+ * in place, or (out not NULL) into out, one piece after the other; writes
+ * the tag the data and aad give. */
+static int
+imb_crypt(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE], const struct iovec *aad, int naad,
+          const struct iovec *data, int ndata, uint8_t *out, bool encrypt, uint8_t tag[TC_GCM_TAG_SIZE])
+{
+  uint8_t a[TC_GCM_AAD_MAX];
+  size_t alen;
+  if (imb_gather_aad(aad, naad, a, sizeof a, &alen) < 0)
+    return -1;
+  struct gcm_context_data ctx;
+  IMB_AES256_GCM_INIT(imb, g->kd, &ctx, nonce, a, alen);
+  for (int i = 0; i < ndata; i++) {
+    size_t n = data[i].iov_len;
+    if (!n)
+      continue;
+    uint8_t *dst = out ? out : data[i].iov_base;
+    if (encrypt)
+      IMB_AES256_GCM_ENC_UPDATE(imb, g->kd, &ctx, dst, data[i].iov_base, n);
+    else
+      IMB_AES256_GCM_DEC_UPDATE(imb, g->kd, &ctx, dst, data[i].iov_base, n);
+    if (out)
+      out += n;
+  }
+  if (encrypt)
+    IMB_AES256_GCM_ENC_FINALIZE(imb, g->kd, &ctx, tag, TC_GCM_TAG_SIZE);
+  else
+    IMB_AES256_GCM_DEC_FINALIZE(imb, g->kd, &ctx, tag, TC_GCM_TAG_SIZE);
+  tc_wipe(&ctx, sizeof ctx);
+  return 0;
+}
 #endif
 
 const char *
@@ -189,20 +223,8 @@ tc_gcm_seal(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
             uint8_t tag[TC_GCM_TAG_SIZE])
 {
 #ifdef HAVE_IPSEC_MB
-  if (g->impl == TC_GCM_IPSEC_MB) {
-    uint8_t a[TC_GCM_AAD_MAX];
-    size_t alen;
-    if (imb_gather_aad(aad, naad, a, sizeof a, &alen) < 0)
-      return -1;
-    struct gcm_context_data ctx;
-    IMB_AES256_GCM_INIT(imb, g->kd, &ctx, nonce, a, alen);
-    for (int i = 0; i < ndata; i++)
-      if (data[i].iov_len)
-        IMB_AES256_GCM_ENC_UPDATE(imb, g->kd, &ctx, data[i].iov_base, data[i].iov_base, data[i].iov_len);
-    IMB_AES256_GCM_ENC_FINALIZE(imb, g->kd, &ctx, tag, TC_GCM_TAG_SIZE);
-    tc_wipe(&ctx, sizeof ctx);
-    return 0;
-  }
+  if (g->impl == TC_GCM_IPSEC_MB)
+    return imb_crypt(g, nonce, aad, naad, data, ndata, NULL, true, tag);
 #endif
   size_t tagsz = TC_GCM_TAG_SIZE;
   int r = gnutls_aead_cipher_encryptv2(g->h, nonce, TC_GCM_NONCE_SIZE, (giovec_t *) aad, naad,
@@ -234,19 +256,8 @@ tc_gcm_seal_copy(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
     return -1;
   uint8_t *o = out;
 #ifdef HAVE_IPSEC_MB
-  if (g->impl == TC_GCM_IPSEC_MB) {
-    /* Gather and encrypt in one pass: each piece is encrypted into place. */
-    struct gcm_context_data ctx;
-    IMB_AES256_GCM_INIT(imb, g->kd, &ctx, nonce, NULL, 0);
-    for (int i = 0; i < nin; i++)
-      if (in[i].iov_len) {
-        IMB_AES256_GCM_ENC_UPDATE(imb, g->kd, &ctx, o, in[i].iov_base, in[i].iov_len);
-        o += in[i].iov_len;
-      }
-    IMB_AES256_GCM_ENC_FINALIZE(imb, g->kd, &ctx, (uint8_t *) out + len, TC_GCM_TAG_SIZE);
-    tc_wipe(&ctx, sizeof ctx);
-    return 0;
-  }
+  if (g->impl == TC_GCM_IPSEC_MB)   /* gather and encrypt in one pass */
+    return imb_crypt(g, nonce, NULL, 0, in, nin, o, true, o + len);
 #endif
   if (nin == 1) {
     size_t outlen = len + TC_GCM_TAG_SIZE;
@@ -281,18 +292,9 @@ tc_gcm_open(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
 {
 #ifdef HAVE_IPSEC_MB
   if (g->impl == TC_GCM_IPSEC_MB) {
-    uint8_t a[TC_GCM_AAD_MAX];
-    size_t alen;
-    if (imb_gather_aad(aad, naad, a, sizeof a, &alen) < 0)
-      return -1;
-    struct gcm_context_data ctx;
     uint8_t want[TC_GCM_TAG_SIZE];
-    IMB_AES256_GCM_INIT(imb, g->kd, &ctx, nonce, a, alen);
-    for (int i = 0; i < ndata; i++)
-      if (data[i].iov_len)
-        IMB_AES256_GCM_DEC_UPDATE(imb, g->kd, &ctx, data[i].iov_base, data[i].iov_base, data[i].iov_len);
-    IMB_AES256_GCM_DEC_FINALIZE(imb, g->kd, &ctx, want, TC_GCM_TAG_SIZE);
-    tc_wipe(&ctx, sizeof ctx);
+    if (imb_crypt(g, nonce, aad, naad, data, ndata, NULL, false, want) < 0)
+      return -1;
     int ok = tc_memeq_ct(want, tag, TC_GCM_TAG_SIZE);
     tc_wipe(want, sizeof want);
     if (!ok) {
