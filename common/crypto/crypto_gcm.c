@@ -46,8 +46,8 @@ imb_setup(void)
     return;
   IMB_ARCH arch = IMB_ARCH_NONE;
   init_mb_mgr_auto(m, &arch);
-  /* Without AES-NI and PCLMULQDQ ipsec-mb falls back to table code, slower
-   * than GnuTLS's and not constant time: leave GCM to GnuTLS then. */
+  /* Without AES-NI and PCLMULQDQ ipsec-mb emulates them in software, far
+   * slower than it is with them: leave GCM to GnuTLS then. */
   uint64_t need = IMB_FEATURE_AESNI | IMB_FEATURE_PCLMULQDQ;
   if (imb_get_errno(m) != 0 || arch < IMB_ARCH_SSE || (m->features & need) != need) {
     free_mb_mgr(m);
