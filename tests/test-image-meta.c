@@ -44,6 +44,24 @@ main(void)
   CHECK(parse(&m, "{\"name\":\"x\",\"size\":4096,\"enc_key\":\"abc\"}") < 0 && strstr(tc_last_error(), "enc_key"), "short key");
   CHECK(parse(&m, "[1,2]") < 0 && strstr(tc_last_error(), "/config/inode/1/7"), "not an object names the key");
   CHECK(parse(&m, "{\"name\":\"x\",\"size\":4096,\"readonly\":1}") < 0 && strstr(tc_last_error(), "readonly"), "readonly type");
+  /* One spelling per record: nothing after the object, no number json-c
+   * would clamp, no pool or inode id out of range (TC_INODE would wrap
+   * it into another pool's inode). */
+  CHECK(parse(&m, "{\"name\":\"x\",\"size\":4096} {}") < 0 && strstr(tc_last_error(), "more after"),
+        "a second value after the record: %s", tc_last_error());
+  CHECK(parse(&m, "{\"name\":\"x\",\"size\":4096}\n ") == 0, "whitespace after the record");
+  tc_image_meta_clear(&m);
+  CHECK(parse(&m, "{\"name\":\"x\",\"size\":4096,\"parent_id\":3,\"parent_pool\":65537}") < 0 &&
+        strstr(tc_last_error(), "parent_pool is out of range"), "parent_pool above 65535: %s", tc_last_error());
+  CHECK(parse(&m, "{\"name\":\"x\",\"size\":4096,\"parent_id\":281474976710656}") < 0 &&
+        strstr(tc_last_error(), "parent_id"), "parent_id of 2^48");
+  CHECK(parse(&m, "{\"name\":\"x\",\"size\":4096,\"next_id\":99999999999999999999}") < 0, "next_id past 2^64");
+  CHECK(parse(&m, "{\"name\":\"x\",\"size\":4096,\"rekey_from\":2,\"rekey_done\":9223372036854775807}") < 0 &&
+        strstr(tc_last_error(), "rekey_done"), "rekey_done that json-c clamps");
+  CHECK(parse(&m, "{\"name\":\"x\",\"size\":9223372036854775808}") < 0, "size past INT64_MAX");
+  CHECK(parse(&m, "{\"name\":\"x\",\"size\":4096,\"parent_pool\":2,\"next_pool\":3,\"rekey_done\":8192}") == 0 &&
+        m.parent_pool == 0 && m.next_pool == 0 && m.rekey_done == 0, "a pool without its id means nothing");
+  tc_image_meta_clear(&m);
   CHECK(tc_image_key_resolve(NULL, "x", "vault:tromcho/x", key) < 0 && errno == ENOTSUP, "vault: resolved by the client (tc_client_key_resolve), not here");
   char eq[129];
   memset(eq, 'a', 128);

@@ -7,6 +7,7 @@
 #include "cleanup.h"
 #include "error.h"
 #include "image_meta.h"
+#include "inode_key.h"
 
 void
 tc_image_meta_clear(struct tc_image_meta *m)
@@ -30,21 +31,33 @@ parse_object(const char *json, size_t len, const char *what)
     tc_error(ENOMEM, "%s: out of memory", what);
     return NULL;
   }
+  if (len > INT32_MAX) {
+    json_tokener_free(tok);
+    tc_error(EINVAL, "%s: %zu bytes, too long", what, len);
+    return NULL;
+  }
   json_object *o = json_tokener_parse_ex(tok, json, (int) len);
   bool ok = o && json_tokener_get_error(tok) == json_tokener_success &&
             json_object_is_type(o, json_type_object);
+  /* One object and nothing after it (whitespace aside): a record with a
+   * second value appended is another spelling of it, refused. */
+  size_t end = ok ? json_tokener_get_parse_end(tok) : 0;
+  while (ok && end < len && strchr(" \t\r\n", json[end]) && json[end])
+    end++;
   json_tokener_free(tok);
-  if (!ok) {
+  if (!ok || end < len) {
     json_object_put(o);
-    tc_error(EINVAL, "%s: not a JSON object", what);
+    tc_error(EINVAL, "%s: %s", what, ok ? "more after the JSON object" : "not a JSON object");
     return NULL;
   }
   return o;
 }
 
-/* A non-negative integer field; absent = 0. */
+/* A non-negative integer field no larger than max; absent = 0. (json-c
+ * reads anything above INT64_MAX as INT64_MAX: refused as too large, so
+ * that no two spellings give one value.) */
 static int
-get_u64(json_object *o, const char *field, uint64_t *v, const char *what)
+get_u64_max(json_object *o, const char *field, uint64_t max, uint64_t *v, const char *what)
 {
   json_object *f;
   *v = 0;
@@ -52,8 +65,18 @@ get_u64(json_object *o, const char *field, uint64_t *v, const char *what)
     return 0;
   if (!json_object_is_type(f, json_type_int) || json_object_get_int64(f) < 0)
     return tc_error(EINVAL, "%s: field %s must be a non-negative integer", what, field);
-  *v = (uint64_t) json_object_get_int64(f);
+  int64_t x = json_object_get_int64(f);
+  if (x == INT64_MAX || (uint64_t) x > max)
+    return tc_error(EINVAL, "%s: field %s is out of range (at most %llu)", what, field,
+                    (unsigned long long) (max < (uint64_t) INT64_MAX ? max : (uint64_t) INT64_MAX - 1));
+  *v = (uint64_t) x;
   return 0;
+}
+
+static int
+get_u64(json_object *o, const char *field, uint64_t *v, const char *what)
+{
+  return get_u64_max(o, field, UINT64_MAX, v, what);
 }
 
 /* An optional string field, copied. */
@@ -108,21 +131,29 @@ tc_image_meta_parse(struct tc_image_meta *m, uint64_t pool, uint64_t id, const c
   m->id = id;
   int r = get_str(o, "name", &m->name, what);
   if (r == 0) r = get_u64(o, "size", &m->size, what);
-  if (r == 0) r = get_u64(o, "parent_pool", &m->parent_pool, what);
-  if (r == 0) r = get_u64(o, "parent_id", &m->parent_id, what);
+  if (r == 0) r = get_u64_max(o, "parent_pool", TC_POOL_MAX, &m->parent_pool, what);
+  if (r == 0) r = get_u64_max(o, "parent_id", TC_INODE_ID_MAX, &m->parent_id, what);
   if (r == 0) r = get_str(o, "enc_key", &m->enc_key, what);
   if (r == 0) r = get_str(o, "owner", &m->owner, what);
   if (r == 0) r = get_str(o, "owner_group", &m->owner_group, what);
   if (r == 0) r = get_str(o, "reader_group", &m->reader_group, what);
-  if (r == 0) r = get_u64(o, "next_pool", &m->next_pool, what);
-  if (r == 0) r = get_u64(o, "next_id", &m->next_id, what);
-  if (r == 0) r = get_u64(o, "rekey_from", &m->rekey_from, what);
+  if (r == 0) r = get_u64_max(o, "next_pool", TC_POOL_MAX, &m->next_pool, what);
+  if (r == 0) r = get_u64_max(o, "next_id", TC_INODE_ID_MAX, &m->next_id, what);
+  if (r == 0) r = get_u64_max(o, "rekey_from", TC_INODE_ID_MAX, &m->rekey_from, what);
   if (r == 0) r = get_u64(o, "rekey_done", &m->rekey_done, what);
   json_object *f;
   if (r == 0) r = get_bool(o, "hidden", &m->hidden, what);
   if (r == 0) r = get_bool(o, "retired", &m->retired, what);
   if (r == 0 && m->next_id && !m->next_pool)
     m->next_pool = pool;
+  /* A pool without an id, progress without a re-key: nothing (0, 0), as
+   * tc_image_meta_json writes it. */
+  if (!m->next_id)
+    m->next_pool = 0;
+  if (!m->parent_id)
+    m->parent_pool = 0;
+  if (!m->rekey_from)
+    m->rekey_done = 0;
   if (r == 0 && json_object_object_get_ex(o, "integrity", &f)) {
     if (!json_object_is_type(f, json_type_boolean))
       r = tc_error(EINVAL, "%s: field integrity must be a boolean", what);

@@ -31,15 +31,21 @@
 #   2. A seed corpus tests/fuzz/corpus-NAME/ with a few small valid and
 #      invalid inputs (one file each), and optionally tests/fuzz/NAME.dict
 #      (libFuzzer dictionary: the format's keywords and magic numbers).
-#   3. In tests/Makefile.am, inside `if FUZZING`, add lines:
+#   3. In tests/Makefile.am (outside any `if`), add lines:
 #        FUZZ_TARGETS += fuzz/fuzz-NAME
 #        fuzz_fuzz_NAME_SOURCES = fuzz/fuzz-NAME.c
+#        fuzz_fuzz_NAME_CPPFLAGS = $(AM_CPPFLAGS) -DTC_FUZZ_NAME='"NAME"'
 #        fuzz_fuzz_NAME_LDADD = $(LIBTROMCHO)
 #        fuzz_fuzz_NAME_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LDFLAGS)
+#        if !FUZZING
+#        fuzz_fuzz_NAME_SOURCES += fuzz/replay-main.c
+#        endif
 #      and add the corpus folder and dictionary to EXTRA_DIST.
 #   4. That is all: `run-fuzz.sh NAME SECONDS` and `run-fuzz.sh all` find
-#      it, and in a fuzzing build `make check` replays every corpus once
-#      (test-fuzz-corpus.sh).
+#      it; in a fuzzing build `make check` replays every corpus once
+#      (test-fuzz-corpus.sh), and in every other build (sanitizers too) the
+#      target is a unit test that replays its corpus and mutations of each
+#      input (fuzz/replay-main.c).
 # Older targets keep their binary in tests/ (their corpus is here too).
 set -u
 if [ $# -lt 2 ]; then
