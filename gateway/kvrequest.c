@@ -495,7 +495,7 @@ static bool
 has_put(const struct key_set *s, const struct kv_bytes *k)
 {
   for (size_t i = 0; i < s->nputs; i++)
-    if (s->puts[i]->n == k->n && memcmp(s->puts[i]->p, k->p, k->n) == 0)
+    if (s->puts[i]->n == k->n && (k->n == 0 || memcmp(s->puts[i]->p, k->p, k->n) == 0))
       return true;
   return false;
 }

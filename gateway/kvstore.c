@@ -406,7 +406,8 @@ kvs_get(struct kvs_txn *tx, const uint8_t *key, size_t klen, struct kv_rec *out,
 static int
 bytes_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
 {
-  int c = memcmp(a, b, an < bn ? an : bn);
+  size_t n = an < bn ? an : bn;
+  int c = n ? memcmp(a, b, n) : 0;   /* an empty key may have no buffer at all */
   if (c)
     return c;
   return an < bn ? -1 : an > bn;
@@ -417,7 +418,7 @@ kv_in_range(const uint8_t *key, size_t klen, const uint8_t *start, size_t slen,
             const uint8_t *end, size_t elen)
 {
   if (elen == 0)
-    return klen == slen && memcmp(key, start, klen) == 0;
+    return klen == slen && (klen == 0 || memcmp(key, start, klen) == 0);
   if (bytes_cmp(key, klen, start, slen) < 0 && !(slen == 1 && start[0] == 0))
     return false;
   if (elen == 1 && end[0] == 0)
