@@ -224,12 +224,9 @@ sorted_cmp(const void *x, const void *y, void *descending)
 {
   const struct sorted_kv *a = x, *b = y;
   int c;
-  if (a->bytes || b->bytes) {
-    size_t n = a->blen < b->blen ? a->blen : b->blen;
-    c = memcmp(a->bytes, b->bytes, n);
-    if (!c)
-      c = a->blen < b->blen ? -1 : a->blen > b->blen;
-  } else
+  if (a->bytes || b->bytes)
+    c = kv_bytes_cmp(a->bytes, a->blen, b->bytes, b->blen);
+  else
     c = a->num < b->num ? -1 : a->num > b->num;
   if (*(bool *) descending)
     c = -c;
@@ -402,21 +399,12 @@ exec_delete(struct kvs_txn *tx, const struct kv_delete_req *r, json_object *resp
   return 0;
 }
 
-static int64_t
-cmp_bytes(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
-{
-  int c = memcmp(a, b, an < bn ? an : bn);
-  if (c)
-    return c;
-  return an < bn ? -1 : an > bn;
-}
-
 static bool
 compare_kv(const struct kv_compare *c, const struct kv_rec *r)
 {
   int64_t d;
   switch (c->target) {
-  case KV_CMP_VALUE: d = cmp_bytes(r->val, r->vlen, c->value.p ? c->value.p : (const uint8_t *) "", c->value.n); break;
+  case KV_CMP_VALUE: d = kv_bytes_cmp(r->val, r->vlen, c->value.p, c->value.n); break;
   case KV_CMP_VERSION: d = r->version < c->num ? -1 : r->version > c->num; break;
   case KV_CMP_CREATE: d = r->create_rev < c->num ? -1 : r->create_rev > c->num; break;
   case KV_CMP_MOD: d = r->mod_rev < c->num ? -1 : r->mod_rev > c->num; break;

@@ -403,8 +403,8 @@ kvs_get(struct kvs_txn *tx, const uint8_t *key, size_t klen, struct kv_rec *out,
   return 1;
 }
 
-static int
-bytes_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
+int
+kv_bytes_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
 {
   size_t n = an < bn ? an : bn;
   int c = n ? memcmp(a, b, n) : 0;   /* an empty key may have no buffer at all */
@@ -419,11 +419,11 @@ kv_in_range(const uint8_t *key, size_t klen, const uint8_t *start, size_t slen,
 {
   if (elen == 0)
     return klen == slen && (klen == 0 || memcmp(key, start, klen) == 0);
-  if (bytes_cmp(key, klen, start, slen) < 0 && !(slen == 1 && start[0] == 0))
+  if (kv_bytes_cmp(key, klen, start, slen) < 0 && !(slen == 1 && start[0] == 0))
     return false;
   if (elen == 1 && end[0] == 0)
     return true;
-  return bytes_cmp(key, klen, end, elen) < 0;
+  return kv_bytes_cmp(key, klen, end, elen) < 0;
 }
 
 /* Past revision: walk the index, per key the last change at or before at_rev. */
@@ -456,7 +456,7 @@ range_past(struct kvs_txn *tx, const uint8_t *key, size_t klen, const uint8_t *e
         break;
       }
       if (!kv_in_range(kb, kblen, key, klen, end, elen)) {
-        if (elen == 0 || bytes_cmp(kb, kblen, key, klen) >= 0)
+        if (elen == 0 || kv_bytes_cmp(kb, kblen, key, klen) >= 0)
           done = true;   /* past the end of the range */
         else
           continue;
@@ -525,7 +525,7 @@ kvs_range(struct kvs_txn *tx, const uint8_t *key, size_t klen, const uint8_t *en
   int ret = 0;
   rc = k.mv_size ? mdb_cursor_get(c, &k, &v, MDB_SET_RANGE) : mdb_cursor_get(c, &k, &v, MDB_FIRST);
   for (; rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-    if (!(elen == 1 && end[0] == 0) && bytes_cmp(k.mv_data, k.mv_size, end, elen) >= 0)
+    if (!(elen == 1 && end[0] == 0) && kv_bytes_cmp(k.mv_data, k.mv_size, end, elen) >= 0)
       break;
     if (kv_parse(&k, &v, &rec) < 0) {
       ret = kv_err_set(err, KV_INTERNAL, "store: corrupt record");
