@@ -58,10 +58,12 @@ PY
   wait_until sh -c "TROMCHO_CONFIG=$CONF tromcho pool-ls --json | grep -q '\"pgs_active\": *32'"
 }
 
-# serve NAME CONF IMAGE [option=value...]: nbdkit tromcho on a Unix socket
+# serve NAME CONF IMAGE [option=value...]: nbdkit tromcho on a Unix socket;
+# NBDKIT_OPTS (environment): more nbdkit options, e.g. "--threads 4"
 serve () {
   local name=$1 conf=$2 img=$3; shift 3
-  nbdkit -U "$work/$name.sock" -P "$work/$name.pid" "$plugin" config="$conf" image="$img" "$@"
+  # shellcheck disable=SC2086 # NBDKIT_OPTS is a list of words
+  nbdkit -U "$work/$name.sock" -P "$work/$name.pid" ${NBDKIT_OPTS:-} "$plugin" config="$conf" image="$img" "$@"
   pids+=($(cat "$work/$name.pid"))
   URI="nbd+unix:///?socket=$work/$name.sock"
 }

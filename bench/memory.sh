@@ -9,7 +9,9 @@
 # every 0.2 s.
 #   bench/memory.sh [SECONDS] [SIZE]      (from a built tree)
 #   CASES="a c" (environment): (a) plain image, mode none; (c) XTS, gcm.
-#   PHASES="randwrite randread fsx" (environment): the loads, in order.
+#   PHASES="randwrite randread fsx" (environment): the loads, in order;
+#   CONNS=4, BS=4k-1m: fio's connections and block size range (fio's nbd engine
+#   sends any size, whatever maximum the export advertises).
 # Prints figures; never passes or fails. The goals (bench/README.md): OSD
 # under 100 MiB, nbdkit under 256 MiB whatever its connections do.
 set -euo pipefail
@@ -18,7 +20,7 @@ secs=${1:-30} size=${2:-1G}
 . "$top/bench/bench-functions.sh"
 
 want=" ${CASES:-a c} "
-echo "# $(date -u +%FT%TZ), $(nproc) cores, $secs s each of ${PHASES:-randwrite randread fsx} (fio: 4 connections x QD16, 4k-1m; fsx: 4 connections) over $size, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u +%FT%TZ), $(nproc) cores, $secs s each of ${PHASES:-randwrite randread fsx} (fio: ${CONNS:-4} connections x QD16, ${BS:-4k-1m}; fsx: 4 connections) over $size, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 # fsx_loop SECONDS LOG: fsx runs of 2000 operations over four connections to
@@ -42,8 +44,8 @@ run_case () {
     if [ $rw = fsx ]; then
       fsx_loop "$secs" "$work/$name.fsx" &
     else
-      fio --name=mem --ioengine=nbd --uri="$URI" --size="$size" --rw=$rw --bsrange=4k-1m --iodepth=16 \
-          --numjobs=4 --group_reporting --time_based --runtime="$secs" >/dev/null 2>&1 &
+      fio --name=mem --ioengine=nbd --uri="$URI" --size="$size" --rw=$rw --bsrange="${BS:-4k-1m}" --iodepth=16 \
+          --numjobs="${CONNS:-4}" --group_reporting --time_based --runtime="$secs" >"$work/$name.fio" 2>&1 &
     fi
     local f=$!
     while kill -0 "$f" 2>/dev/null; do
@@ -56,11 +58,12 @@ run_case () {
     done
     if [ $rw = fsx ]; then
       wait "$f" || { echo "$me: fsx failed: $(tail -n 3 "$work/$name.fsx")" >&2; exit 1; }
+      printf '%-22s fsx: %s\n' "$label" "$(awk '/ops in/ {n++; ops += $3} END {printf "%d runs, %d ops", n, ops}' "$work/$name.fsx")"
     else
-      wait "$f" || true
+      wait "$f" || { echo "$me: fio $rw failed: $(tail -n 3 "$work/$name.fio")" >&2; exit 1; }
+      printf '%-22s %s: %s\n' "$label" $rw "$(grep -o '\(IOPS\|BW\)=[^ ,]*' "$work/$name.fio" | head -2 | tr '\n' ' ')"
     fi
   done
-  printf '%-22s fsx: %s\n' "$label" "$(awk '/ops in/ {n++; ops += $3} END {printf "%d runs, %d ops", n, ops}' "$work/$name.fsx")"
   printf '%-22s nbdkit peak %6d MiB, end %6d MiB\n' "$label" $(( ${peak[$nbd]:-0} / 1024 )) \
     $(( $(awk '/^Rss:/ {print $2}' "/proc/$nbd/smaps_rollup") / 1024 ))
   local n=1

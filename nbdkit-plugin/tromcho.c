@@ -29,6 +29,16 @@
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
+/* The largest request advertised (NBD block size maximum). nbdkit reads a
+ * write's payload into a buffer of its worker thread and keeps that buffer,
+ * as large as the largest request the thread has seen, until the
+ * connection closes: with the old 32 MiB, four connections of qemu-style
+ * clients could pin 16 threads x 32 MiB each (fio writing 32 MiB blocks,
+ * which does not split: 2151 MiB, bench/README.md). Clients that honour the
+ * maximum (qemu, nbdcopy) now hold at most 16 MiB per connection; 1 MiB
+ * already spans eight objects, so larger requests add no parallelism. */
+#define TROMCHO_MAX_REQUEST (1024u * 1024u)
+
 /* Set during configuration (single-threaded), read-only after. */
 static char *config_path;
 static char *image_name;
@@ -133,7 +143,7 @@ tromcho_dump_plugin(void)
   printf("\n");
   printf("tromcho_xts=gnutls\n");
   printf("tromcho_multi_conn=yes\n");
-  printf("tromcho_block_size=1/4096/33554432\n");
+  printf("tromcho_block_size=1/4096/%u\n", TROMCHO_MAX_REQUEST);
   printf("tromcho_fua=native\n");
 }
 
@@ -274,7 +284,7 @@ tromcho_block_size(void *handle, uint32_t *minimum, uint32_t *preferred, uint32_
    * lock per image in this process and by the OSD across processes. */
   *minimum = 1;
   *preferred = 4096;  /* the encryption sector */
-  *maximum = 32 * 1024 * 1024;
+  *maximum = TROMCHO_MAX_REQUEST;
   return 0;
 }
 

@@ -35,7 +35,18 @@ import json, sys
 e = json.load(sys.stdin)["exports"][0]
 assert e["can_multi_conn"] and e["can_flush"] and e["can_trim"] and e["can_zero"] and not e["is_read_only"], e
 assert e["block_size_minimum"] == 1 and e["block_size_preferred"] == 4096, e
+# 1 MiB: nbdkit keeps a buffer as large as the largest request per worker
+# thread, so a larger maximum lets clients that honour it pin more memory.
+assert e["block_size_maximum"] == 1048576, e
 ' || fail "export flags"
+nbdkit "$PLUGIN" --dump-plugin | grep -qx 'tromcho_block_size=1/4096/1048576' || fail "--dump-plugin block size"
+# A client that ignores the maximum (fio's nbd engine does) is still served.
+nbdsh -u "$PLAIN" -c '
+import os
+d = os.urandom(5 << 20)
+h.pwrite(d, 3 << 20)
+assert h.pread(5 << 20, 3 << 20) == d
+' || fail "a 5 MiB request over the advertised 1 MiB maximum"
 
 # nbdcopy of random data in and out.
 head -c $((SIZE_MB << 20)) /dev/urandom > "$TESTDIR/rand"
