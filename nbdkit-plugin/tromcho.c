@@ -32,9 +32,9 @@
 /* The largest request advertised (NBD block size maximum). nbdkit reads a
  * write's payload into a buffer of its worker thread and keeps that buffer,
  * as large as the largest request the thread has seen, until the
- * connection closes: with the old 32 MiB, four connections of qemu-style
- * clients could pin 16 threads x 32 MiB each (fio writing 32 MiB blocks,
- * which does not split: 2151 MiB, bench/README.md). Clients that honour the
+ * connection closes: with the old 32 MiB, a client within the maximum could
+ * pin 16 threads x 32 MiB per connection (four connections of fio writing
+ * 32 MiB blocks: 2151 MiB, bench/README.md). Clients that honour the
  * maximum (qemu, nbdcopy) now hold at most 16 MiB per connection; 1 MiB
  * already spans eight objects, so larger requests add no parallelism. */
 #define TROMCHO_MAX_REQUEST (1024u * 1024u)
