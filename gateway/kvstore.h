@@ -81,10 +81,11 @@ typedef int (*kvs_rec_cb)(void *opaque, const struct kv_rec *r);
 int kvs_range(struct kvs_txn *tx, const uint8_t *key, size_t klen, const uint8_t *end, size_t elen,
               int64_t at_rev, kvs_rec_cb cb, void *opaque, struct kv_err *err);
 
-/* Whether key is inside [start, end) with etcd's conventions. */
 /* Byte strings in etcd's order (memcmp, then the shorter first); either may
  * be NULL when its length is 0. */
 int kv_bytes_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn);
+
+/* Whether key is inside [start, end) with etcd's conventions. */
 bool kv_in_range(const uint8_t *key, size_t klen, const uint8_t *start, size_t slen,
                  const uint8_t *end, size_t elen);
 

@@ -36,7 +36,8 @@
  * pin 16 threads x 32 MiB per connection (four connections of fio writing
  * 32 MiB blocks: 2151 MiB, bench/README.md). Clients that honour the
  * maximum (qemu, nbdcopy) now hold at most 16 MiB per connection; 1 MiB
- * already spans eight objects, so larger requests add no parallelism. */
+ * already spans eight objects of the default 128 KiB, so larger requests
+ * add little parallelism. */
 #define TROMCHO_MAX_REQUEST (1024u * 1024u)
 
 /* Set during configuration (single-threaded), read-only after. */
