@@ -354,6 +354,7 @@ store_free(struct tc_store *st)
   pending_free(st);
   if (st->env)
     mdb_env_close(st->env);
+  tc_store_wb_destroy(&st->wb);   /* its thread uses fd */
   if (st->fd >= 0)
     close(st->fd);
   tc_store_alloc_destroy(&st->alloc);
@@ -522,6 +523,7 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
   if (!st)
     return tc_error(ENOMEM, "no memory for a store");
   st->fd = -1;
+  tc_store_wb_init(&st->wb);
   pthread_mutex_init(&st->lock, NULL);
   pthread_cond_init(&st->idle, NULL);
   STAILQ_INIT(&st->pending);
@@ -540,6 +542,8 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
     tc_error(errno, "%s: open: %m", data_path);
     goto out;
   }
+  st->wb.fd = st->fd;
+  st->wb.path = st->data_path;
   if (flock(st->fd, LOCK_EX | LOCK_NB) < 0) {
     tc_error(errno == EWOULDBLOCK ? EBUSY : errno, "%s: the store is open in another process", data_path);
     goto out;
@@ -823,8 +827,7 @@ write_data(struct tc_store *st, const uint8_t *in, const uint32_t *locs, uint32_
   st->unstarted += (uint64_t) count * TC_STORE_SECTOR;
   if (st->unstarted >= TC_STORE_WRITEBACK_BYTES) {
     st->unstarted = 0;
-    if (sync_file_range(st->fd, 0, 0, SYNC_FILE_RANGE_WRITE) < 0 && errno != ESPIPE && errno != EINVAL)
-      tc_warn("store %s: starting writeback: %m", st->data_path);
+    tc_store_wb_kick(&st->wb);
   }
   return 0;
 }
@@ -1180,5 +1183,6 @@ tc_store_stats(struct tc_store *st, struct tc_store_stats *s)
   s->unsynced_ops = st->batch_ops;
   s->checksum_errors = st->checksum_errors;
   s->commits = st->commits;
+  s->writebacks = tc_store_wb_count(&st->wb);
   return 0;
 }

@@ -7,18 +7,21 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <lmdb.h>
 #include "crypto.h"
 #include "error.h"
 #include "log.h"
 #include "store.h"
+#include "store_writeback.h"
 #include "tap.h"
 #include "testlib.h"
 
@@ -848,6 +851,89 @@ test_threads(void)
   CHECK(tc_store_close(st) == 0, "close thr");
 }
 
+/* The writeback starter: a kick never waits for a run (the OSD's loop
+ * kicks it), kicks during a run ask for exactly one more, and a store
+ * kicks it as its writes pass TC_STORE_WRITEBACK_BYTES without a sync. */
+static double
+secs_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double) ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static atomic_int slow_runs;
+
+static int
+slow_action(struct tc_store_wb *wb)
+{
+  (void) wb;
+  atomic_fetch_add(&slow_runs, 1);
+  struct timespec d = { 0, 600 * 1000 * 1000 };
+  nanosleep(&d, NULL);
+  return 0;
+}
+
+static void
+test_writeback(void)
+{
+  struct tc_store_wb wb;
+  tc_store_wb_init(&wb);
+  wb.action = slow_action;
+  tc_store_wb_kick(&wb);
+  for (int i = 0; i < 100 && !atomic_load(&slow_runs); i++) {
+    struct timespec d = { 0, 20 * 1000 * 1000 };
+    nanosleep(&d, NULL);
+  }
+  CHECK(atomic_load(&slow_runs) == 1, "a kick starts a run on the writeback thread");
+  double slowest = 0;
+  for (int i = 0; i < 5; i++) {
+    double t0 = secs_now();
+    tc_store_wb_kick(&wb);
+    double t = secs_now() - t0;
+    if (t > slowest)
+      slowest = t;
+  }
+  CHECK(slowest < 0.3, "5 kicks while a 0.6 s run goes on return at once (slowest %.3f s)", slowest);
+  for (int i = 0; i < 40 && tc_store_wb_count(&wb) < 2; i++) {
+    struct timespec d = { 0, 100 * 1000 * 1000 };
+    nanosleep(&d, NULL);
+  }
+  struct timespec d = { 0, 800 * 1000 * 1000 };
+  nanosleep(&d, NULL);
+  CHECK(tc_store_wb_count(&wb) == 2, "the kicks during the first run asked for one more run (%" PRIu64 " runs)",
+        tc_store_wb_count(&wb));
+  tc_store_wb_destroy(&wb);
+
+  struct tc_store *st;
+  enum { OBJ = TC_STORE_DEFAULT_BLOCK_SIZE, NOBJ = (4 << 20) / TC_STORE_DEFAULT_BLOCK_SIZE };
+  static uint8_t buf[OBJ];
+  struct tc_store_stats ss;
+  CHECK(format("wb", 32 << 20, 0, 1, false) == 0 && tc_store_open(&st, path("wb"), NULL) == 0, "open wb");
+  CHECK(tc_store_stats(st, &ss) == 0 && ss.writebacks == 0, "no writeback before any write");
+  int bad = 0;
+  for (int i = 0; i < NOBJ; i++) {
+    memset(buf, 'a' + i % 26, sizeof buf);
+    bad += tc_store_write(st, 5, (uint64_t) i * OBJ, sizeof buf, buf, (uint64_t) i + 1) < 0;
+  }
+  CHECK(!bad, "4 MiB of unsynced writes: %s", tc_last_error());
+  for (int i = 0; i < 100 && tc_store_stats(st, &ss) == 0 && ss.writebacks == 0; i++) {
+    struct timespec p = { 0, 50 * 1000 * 1000 };
+    nanosleep(&p, NULL);
+  }
+  CHECK(ss.writebacks >= 1, "4 MiB without a sync started the writeback (%" PRIu64 " times)", ss.writebacks);
+  CHECK(tc_store_sync(st) == 0 && tc_store_close(st) == 0, "sync and close wb (joins the writeback thread)");
+  CHECK(tc_store_open(&st, path("wb"), NULL) == 0, "reopen wb");
+  bad = 0;
+  for (int i = 0; i < NOBJ; i++) {
+    uint64_t ver = 0;
+    bad += tc_store_read(st, 5, (uint64_t) i * OBJ, sizeof buf, buf, NULL, &ver) != OBJ / SEC ||
+           ver != (uint64_t) i + 1 || buf[0] != 'a' + i % 26 || buf[sizeof buf - 1] != 'a' + i % 26;
+  }
+  CHECK(!bad, "the 4 MiB read back after reopen");
+  tc_store_close(st);
+}
+
 int
 main(void)
 {
@@ -865,6 +951,7 @@ main(void)
   test_journal();
   test_space();
   test_threads();
+  test_writeback();
   test_block_sizes();
   test_compact();
   test_bad_metadata();
