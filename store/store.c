@@ -42,6 +42,10 @@ mark_broken(struct tc_store *st)
   return -1;
 }
 
+/* The background jobs (store_background.h), defined with their callers. */
+static int start_writeback(struct tc_store_bg *bg);
+static int checkpoint_job(struct tc_store_bg *bg);
+
 /* The open batch, beginning one if none. */
 static int
 batch(struct tc_store *st, MDB_txn **txn)
@@ -349,12 +353,14 @@ rebuild_alloc(struct tc_store *st)
 static void
 store_free(struct tc_store *st)
 {
+  /* The background jobs first: they use the lock, the batch and fd. */
+  tc_store_bg_destroy(&st->ckpt);
+  tc_store_bg_destroy(&st->wb);
   if (st->txn)
     mdb_txn_abort(st->txn);
   pending_free(st);
   if (st->env)
     mdb_env_close(st->env);
-  tc_store_wb_destroy(&st->wb);   /* its thread uses fd */
   if (st->fd >= 0)
     close(st->fd);
   tc_store_alloc_destroy(&st->alloc);
@@ -523,7 +529,8 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
   if (!st)
     return tc_error(ENOMEM, "no memory for a store");
   st->fd = -1;
-  tc_store_wb_init(&st->wb);
+  tc_store_bg_init(&st->wb, "starting writeback", start_writeback, st);
+  tc_store_bg_init(&st->ckpt, "checkpoint", checkpoint_job, st);
   pthread_mutex_init(&st->lock, NULL);
   pthread_cond_init(&st->idle, NULL);
   STAILQ_INIT(&st->pending);
@@ -542,8 +549,7 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
     tc_error(errno, "%s: open: %m", data_path);
     goto out;
   }
-  st->wb.fd = st->fd;
-  st->wb.path = st->data_path;
+  st->wb.path = st->ckpt.path = st->data_path;
   if (flock(st->fd, LOCK_EX | LOCK_NB) < 0) {
     tc_error(errno == EWOULDBLOCK ? EBUSY : errno, "%s: the store is open in another process", data_path);
     goto out;
@@ -827,7 +833,9 @@ write_data(struct tc_store *st, const uint8_t *in, const uint32_t *locs, uint32_
   st->unstarted += (uint64_t) count * TC_STORE_SECTOR;
   if (st->unstarted >= TC_STORE_WRITEBACK_BYTES) {
     st->unstarted = 0;
-    tc_store_wb_kick(&st->wb);
+    int r = tc_store_bg_kick(&st->wb) ? 0 : start_writeback(&st->wb);
+    if (r < 0)
+      tc_warn("store %s: starting writeback: %s", st->data_path, strerror(-r));
   }
   return 0;
 }
@@ -850,6 +858,49 @@ static int
 batch_full(const struct tc_store *st)
 {
   return st->batch_ops >= TC_STORE_BATCH_MAX || st->j.len > st->j.area_len;
+}
+
+/* A full batch is checkpointed by the store's checkpoint job, so that the
+ * writer (the OSD's event loop) never waits for its flushes, nor for a
+ * journal flush in progress that a checkpoint must wait for; writes go on
+ * into the batch meanwhile. Past twice the limits (the job cannot keep
+ * up) the writer checkpoints itself: that bounds the batch and the
+ * journal's memory. Lock held. */
+static int
+checkpoint_due(struct tc_store *st)
+{
+  if (!batch_full(st))
+    return 0;
+  if (st->batch_ops < 2 * TC_STORE_BATCH_MAX && st->j.len <= 2 * st->j.area_len && tc_store_bg_kick(&st->ckpt))
+    return 0;
+  return commit(st);
+}
+
+/* The checkpoint job: a full batch, if it still is one. A failure breaks
+ * the store as it would have in the write (every later call fails). */
+static int
+checkpoint_job(struct tc_store_bg *bg)
+{
+  struct tc_store *st = bg->arg;
+  int r = 0;
+  pthread_mutex_lock(&st->lock);
+  if (!st->broken && batch_full(st) && commit(st) < 0) {
+    r = -(errno ? errno : EIO);
+    mark_broken(st);
+  }
+  pthread_mutex_unlock(&st->lock);
+  return r;
+}
+
+/* The writeback job: start the page cache's writeback of the whole data
+ * file without waiting for it (fd stays open until the job is stopped). */
+static int
+start_writeback(struct tc_store_bg *bg)
+{
+  struct tc_store *st = bg->arg;
+  if (sync_file_range(st->fd, 0, 0, SYNC_FILE_RANGE_WRITE) < 0 && errno != ESPIPE && errno != EINVAL)
+    return -errno;
+  return 0;
 }
 
 /* Point the object's sectors at locs in the batch (the data is written);
@@ -1000,7 +1051,7 @@ tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t le
   if (apply_write(st, inode, offset, len, locs, sums, version) < 0)
     return mark_broken(st);
   st->seq++;
-  if (batch_full(st) && commit(st) < 0)
+  if (checkpoint_due(st) < 0)
     return mark_broken(st);
   return 0;
 }
@@ -1019,7 +1070,7 @@ store_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len,
   if (apply_delete(st, inode, offset, len, tombstone, version) < 0)
     return mark_broken(st);
   st->seq++;
-  if (batch_full(st) && commit(st) < 0)
+  if (checkpoint_due(st) < 0)
     return mark_broken(st);
   return 0;
 }
@@ -1183,6 +1234,7 @@ tc_store_stats(struct tc_store *st, struct tc_store_stats *s)
   s->unsynced_ops = st->batch_ops;
   s->checksum_errors = st->checksum_errors;
   s->commits = st->commits;
-  s->writebacks = tc_store_wb_count(&st->wb);
+  s->writebacks = tc_store_bg_count(&st->wb);
+  s->checkpoints = st->checkpoints;
   return 0;
 }

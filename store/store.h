@@ -158,7 +158,8 @@ struct tc_store_stats {
   uint64_t unsynced_ops;     /* writes and deletes since the last durable batch */
   uint64_t checksum_errors;  /* bad sectors found by reads and scrubs since open */
   uint64_t commits;          /* durable batches since open */
-  uint64_t writebacks;       /* page cache writebacks started since open (store_writeback.h) */
+  uint64_t checkpoints;      /* of them, durable LMDB commits (store.md) */
+  uint64_t writebacks;       /* page cache writebacks started since open (store_background.h) */
 };
 int tc_store_stats(struct tc_store *st, struct tc_store_stats *stats);
 

@@ -8,7 +8,7 @@
 #include <lmdb.h>
 #include <sys/queue.h>
 #include "store.h"
-#include "store_writeback.h"
+#include "store_background.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the store's on-disk formats are written for little-endian hosts"
@@ -121,7 +121,7 @@ struct tc_store_pending {
 enum { TC_STORE_PEND_WRITE, TC_STORE_PEND_DELETE, TC_STORE_PEND_TOMBSTONE };
 
 /* Every this many bytes written, the store asks its writeback thread to
- * start the page cache's writeback of the data file (store_writeback.h). */
+ * start the page cache's writeback of the data file (store_background.h). */
 #define TC_STORE_WRITEBACK_BYTES (1u << 20)
 
 /* --- journal (store_journal.c; store.md, "The journal") --- */
@@ -206,7 +206,8 @@ struct tc_store {
   int broken;                 /* errno that made the store refuse calls, 0 if fine */
   int data_dirty;             /* data written since the last fdatasync */
   uint64_t unstarted;         /* bytes written since writeback was last asked for */
-  struct tc_store_wb wb;      /* starts the writeback off the writer's thread */
+  struct tc_store_bg wb;      /* starts the writeback off the writer's thread */
+  struct tc_store_bg ckpt;    /* checkpoints a full batch off the writer's thread */
   uint32_t batch_ops;
   struct tc_store_alloc alloc;
   struct tc_store_runs to_free;     /* old copies: free once the batch is durable */

@@ -21,7 +21,7 @@
 #include "error.h"
 #include "log.h"
 #include "store.h"
-#include "store_writeback.h"
+#include "store_background.h"
 #include "tap.h"
 #include "testlib.h"
 
@@ -851,9 +851,11 @@ test_threads(void)
   CHECK(tc_store_close(st) == 0, "close thr");
 }
 
-/* The writeback starter: a kick never waits for a run (the OSD's loop
- * kicks it), kicks during a run ask for exactly one more, and a store
- * kicks it as its writes pass TC_STORE_WRITEBACK_BYTES without a sync. */
+/* The background jobs: a kick never waits for a run (the OSD's loop
+ * kicks them), kicks during a run ask for exactly one more; a store kicks
+ * the writeback as its writes pass TC_STORE_WRITEBACK_BYTES without a
+ * sync, and the checkpoint when its batch is full (tests/test-store-
+ * background.sh checks under strace that the writer never commits). */
 static double
 secs_now(void)
 {
@@ -865,9 +867,9 @@ secs_now(void)
 static atomic_int slow_runs;
 
 static int
-slow_action(struct tc_store_wb *wb)
+slow_action(struct tc_store_bg *bg)
 {
-  (void) wb;
+  (void) bg;
   atomic_fetch_add(&slow_runs, 1);
   struct timespec d = { 0, 600 * 1000 * 1000 };
   nanosleep(&d, NULL);
@@ -875,35 +877,34 @@ slow_action(struct tc_store_wb *wb)
 }
 
 static void
-test_writeback(void)
+test_background(void)
 {
-  struct tc_store_wb wb;
-  tc_store_wb_init(&wb);
-  wb.action = slow_action;
-  tc_store_wb_kick(&wb);
+  struct tc_store_bg wb;
+  tc_store_bg_init(&wb, "a slow job", slow_action, NULL);
+  CHECK(tc_store_bg_kick(&wb) == 1, "the first kick starts the job's thread");
   for (int i = 0; i < 100 && !atomic_load(&slow_runs); i++) {
     struct timespec d = { 0, 20 * 1000 * 1000 };
     nanosleep(&d, NULL);
   }
-  CHECK(atomic_load(&slow_runs) == 1, "a kick starts a run on the writeback thread");
+  CHECK(atomic_load(&slow_runs) == 1, "a kick starts a run on the job's thread");
   double slowest = 0;
   for (int i = 0; i < 5; i++) {
     double t0 = secs_now();
-    tc_store_wb_kick(&wb);
+    tc_store_bg_kick(&wb);
     double t = secs_now() - t0;
     if (t > slowest)
       slowest = t;
   }
   CHECK(slowest < 0.3, "5 kicks while a 0.6 s run goes on return at once (slowest %.3f s)", slowest);
-  for (int i = 0; i < 40 && tc_store_wb_count(&wb) < 2; i++) {
+  for (int i = 0; i < 40 && tc_store_bg_count(&wb) < 2; i++) {
     struct timespec d = { 0, 100 * 1000 * 1000 };
     nanosleep(&d, NULL);
   }
   struct timespec d = { 0, 800 * 1000 * 1000 };
   nanosleep(&d, NULL);
-  CHECK(tc_store_wb_count(&wb) == 2, "the kicks during the first run asked for one more run (%" PRIu64 " runs)",
-        tc_store_wb_count(&wb));
-  tc_store_wb_destroy(&wb);
+  CHECK(tc_store_bg_count(&wb) == 2, "the kicks during the first run asked for one more run (%" PRIu64 " runs)",
+        tc_store_bg_count(&wb));
+  tc_store_bg_destroy(&wb);
 
   struct tc_store *st;
   enum { OBJ = TC_STORE_DEFAULT_BLOCK_SIZE, NOBJ = (4 << 20) / TC_STORE_DEFAULT_BLOCK_SIZE };
@@ -934,6 +935,43 @@ test_writeback(void)
   tc_store_close(st);
 }
 
+/* More single-sector writes than a batch holds, no sync: the checkpoint
+ * job commits the batch while the writes go on, and every write is there
+ * after a reopen. */
+static void
+test_background_checkpoint(void)
+{
+  struct tc_store *st;
+  static uint8_t buf[SEC];
+  struct tc_store_stats ss;
+  const int n = TC_STORE_BATCH_MAX + 2000;
+  CHECK(format("ckpt", (uint64_t) n * SEC + (64 << 20), 0, 1, false) == 0 &&
+        tc_store_open(&st, path("ckpt"), NULL) == 0, "open ckpt");
+  int bad = 0;
+  for (int i = 0; i < n && !bad; i++) {
+    memcpy(buf, &i, sizeof i);
+    bad += tc_store_write(st, 3, (uint64_t) i * SEC, SEC, buf, (uint64_t) i + 1) < 0;
+  }
+  CHECK(!bad, "%d writes without a sync: %s", n, tc_last_error());
+  for (int i = 0; i < 200 && tc_store_stats(st, &ss) == 0 && ss.checkpoints == 0; i++) {
+    struct timespec p = { 0, 50 * 1000 * 1000 };
+    nanosleep(&p, NULL);
+  }
+  CHECK(ss.checkpoints >= 1 && ss.unsynced_ops < (uint64_t) n,
+        "the full batch was checkpointed (%" PRIu64 " checkpoints, %" PRIu64 " operations unsynced)",
+        ss.checkpoints, ss.unsynced_ops);
+  CHECK(tc_store_close(st) == 0 && tc_store_open(&st, path("ckpt"), NULL) == 0, "close and reopen ckpt");
+  for (int i = 0; i < n && bad < 5; i++) {
+    uint64_t ver = 0;
+    int got = -1;
+    int r = tc_store_read(st, 3, (uint64_t) i * SEC, SEC, buf, NULL, &ver);
+    memcpy(&got, buf, sizeof got);
+    bad += r != 1 || got != i || ver < (uint64_t) i + 1;   /* the object's: its last write's */
+  }
+  CHECK(!bad, "all %d writes read back after reopen", n);
+  tc_store_close(st);
+}
+
 int
 main(void)
 {
@@ -951,7 +989,8 @@ main(void)
   test_journal();
   test_space();
   test_threads();
-  test_writeback();
+  test_background();
+  test_background_checkpoint();
   test_block_sizes();
   test_compact();
   test_bad_metadata();
