@@ -3,7 +3,9 @@
  * and a call submitted from another thread are served whether they come
  * during the polling or after it (the loop then blocks), timers fire on
  * time, a round with timeout 0 never polls, and a round with a timeout
- * returns once it passed. */
+ * returns once it passed; calls submitted by several threads at once
+ * are all run (only the first of a queue wakes the loop: none may be
+ * left behind). */
 #include <config.h>
 #include <errno.h>
 #include <pthread.h>
@@ -130,11 +132,72 @@ run_cases(unsigned poll_us)
   tc_evloop_free(loop);
 }
 
+/* Several threads submit calls in bursts and one by one while the loop
+ * runs: every call runs, and none waits for a later wake-up. */
+enum { SUBMITTERS = 4, CALLS = 20000 };
+
+struct submitter {
+  struct tc_evloop *loop;
+  int id;
+};
+
+static void *
+submit_thread(void *arg)
+{
+  struct submitter *s = arg;
+  for (int i = 0; i < CALLS; i++) {
+    if (tc_evloop_submit(s->loop, on_call, NULL) < 0)
+      return NULL;
+    if ((i + s->id) % 97 == 0)
+      usleep(50);   /* let the loop drain the queue, so the next one wakes it */
+  }
+  return NULL;
+}
+
+static void
+many_submitters(unsigned poll_us)
+{
+  struct tc_evloop *loop = tc_evloop_new();
+  if (!loop) {
+    CHECK(0, "a loop");
+    return;
+  }
+  tc_evloop_set_poll_us(loop, poll_us);
+  called = 0;
+  struct submitter subs[SUBMITTERS];
+  pthread_t th[SUBMITTERS];
+  int started = 0;
+  for (int i = 0; i < SUBMITTERS; i++) {
+    subs[i] = (struct submitter) { loop, i };
+    if (pthread_create(&th[i], NULL, submit_thread, &subs[i]) == 0)
+      started++;
+  }
+  CHECK(started == SUBMITTERS, "%d submitting threads", started);
+  /* Run until every call ran; each round waits at most 1 s, so a lost
+   * wake-up shows as a stall, not a hang. */
+  uint64_t last = tc_now_ns();
+  int seen = 0;
+  while (called < started * CALLS && tc_now_ns() - last < 2000000000u) {
+    tc_evloop_run_once(loop, 1000);
+    if (called != seen) {
+      seen = called;
+      last = tc_now_ns();
+    }
+  }
+  for (int i = 0; i < started; i++)
+    pthread_join(th[i], NULL);
+  CHECK(called == started * CALLS, "poll %u us: %d of %d calls from %d threads ran", poll_us, called,
+        started * CALLS, started);
+  tc_evloop_free(loop);
+}
+
 int
 main(void)
 {
   run_cases(0);
   run_cases(200);
   run_cases(10000);
+  many_submitters(0);
+  many_submitters(200);
   return DONE();
 }
