@@ -877,19 +877,18 @@ checkpoint_due(struct tc_store *st)
 }
 
 /* The checkpoint job: a full batch, if it still is one. A failure breaks
- * the store as it would have in the write (every later call fails). */
+ * the store as it would have in the write (every later call fails);
+ * mark_broken logs it, so the job reports success to its runner, which
+ * would log it a second time. */
 static int
 checkpoint_job(struct tc_store_bg *bg)
 {
   struct tc_store *st = bg->arg;
-  int r = 0;
   pthread_mutex_lock(&st->lock);
-  if (!st->broken && batch_full(st) && commit(st) < 0) {
-    r = -(errno ? errno : EIO);
+  if (!st->broken && batch_full(st) && commit(st) < 0)
     mark_broken(st);
-  }
   pthread_mutex_unlock(&st->lock);
-  return r;
+  return 0;
 }
 
 /* The writeback job: start the page cache's writeback of the whole data

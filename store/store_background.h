@@ -15,7 +15,8 @@ struct tc_store_bg {
   pthread_t th;
   const char *what;          /* for messages: "starting writeback" */
   const char *path;          /* for messages: the data file */
-  /* The job: 0 or -errno (logged). */
+  /* The job: 0, or -errno that the runner logs (a job that logs its own
+   * failures returns 0). */
   int (*action)(struct tc_store_bg *bg);
   void *arg;                 /* for the action */
   int running;               /* the thread is started */
