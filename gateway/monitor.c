@@ -241,6 +241,62 @@ guarded_put(struct tc_monitor *m, const char *k, const char *value, int64_t mod_
   return ok;
 }
 
+/* Whether the state a PG's primary reports (/pg/state/<pool>/<pg>) says
+ * clean, from the primary the placement names (a former primary's report
+ * says nothing). */
+static bool
+report_clean(const char *value, uint64_t primary)
+{
+  json_object *o = json_tokener_parse(value), *f;
+  bool clean = false;
+  if (o && json_object_object_get_ex(o, "primary", &f) && (uint64_t) json_object_get_int64(f) == primary &&
+      json_object_object_get_ex(o, "state", &f) && json_object_is_type(f, json_type_array))
+    for (size_t i = 0; i < json_object_array_length(f); i++) {
+      const char *w = json_object_get_string(json_object_array_get_idx(f, i));
+      if (w && !strcmp(w, "clean"))
+        clean = true;
+    }
+  json_object_put(o);
+  return clean;
+}
+
+/* A calm pool (every PG reports clean from its primary, its placement
+ * unchanged): even out its primaries (tc_placement_balance_primaries).
+ * Returns the primaries moved, 0 if the pool is not calm, -1 on error. */
+static long
+balance_primaries(struct tc_monitor *m, uint32_t pool_id, struct tc_placement *pl)
+{
+  char k[512], sfx[64];
+  snprintf(sfx, sizeof sfx, "/pg/state/%u/", pool_id);
+  key(m, k, sizeof k, sfx);
+  size_t klen = strlen(k);
+  struct tc_kv_result r;
+  if (tc_kv_get_prefix(m->kv, k, 0, &r) < 0)
+    return -1;
+  bool *clean = calloc(pl->pg_count ? pl->pg_count : 1, sizeof *clean);
+  long moved = -1;
+  if (!clean) {
+    tc_error(ENOMEM, "monitor: out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < r.n_kvs; i++) {
+    char *end;
+    const char *tail = (const char *) r.kvs[i].key + klen;
+    unsigned long pg = strtoul(tail, &end, 10);
+    if (r.kvs[i].key_len > klen && end != tail && !*end && pg < pl->pg_count && pl->primary[pg])
+      clean[pg] = report_clean((const char *) r.kvs[i].value, pl->primary[pg]);
+  }
+  moved = 0;
+  for (uint32_t pg = 0; pg < pl->pg_count; pg++)
+    if (!clean[pg])
+      goto out;
+  moved = tc_placement_balance_primaries(pl, clean);
+out:
+  free(clean);
+  tc_kv_result_free(&r);
+  return moved;
+}
+
 /* One full pass: read everything, place, write what changed. 0 done, 1 a
  * guarded write lost (look again), -1 error. */
 static int
@@ -308,6 +364,13 @@ recompute(struct tc_monitor *m)
     changed += c;
     if (c)
       tc_info("monitor: pool %s (%u): %ld replicas placed or moved over %zu OSDs", p->name, p->id, c, osds.n);
+    else if (tc_pg_config_find(&prev, p->id)) {
+      long b = balance_primaries(m, p->id, &np->pl);
+      if (b < 0)
+        tc_warn("monitor: pool %s: primaries not balanced: %s", p->name, tc_last_error());
+      else if (b > 0)
+        tc_info("monitor: pool %s (%u): %ld primaries moved to even out the PGs each OSD leads", p->name, p->id, b);
+    }
     for (uint32_t pg = 0; pg < p->pg_count; pg++) {
       uint32_t members = 0;
       for (uint32_t j = 0; j < p->pg_size; j++)

@@ -367,10 +367,77 @@ small_cases(void)
   tc_placement_free(&q);
 }
 
+/* How many PGs each of OSDs 1..3 leads. */
+static void
+count_led(const struct tc_placement *p, int led[4])
+{
+  memset(led, 0, 4 * sizeof *led);
+  for (uint32_t pg = 0; pg < p->pg_count; pg++)
+    if (p->primary[pg] >= 1 && p->primary[pg] <= 3)
+      led[p->primary[pg]]++;
+}
+
+/* A pool placed while OSD 3 was down keeps its primaries on 1 and 2 when
+ * 3 comes up; balancing the clean PGs gives 3 its share, moves no replica
+ * and no PG that is not clean, and is stable. */
+static void
+primary_balance(void)
+{
+  struct cluster c;
+  struct tc_placement p, q, r;
+  make_cluster(&c, (int[]) { 1, 1, 1 }, 3);
+  struct tc_placement_pool pool = { 12, 3, 2, TC_FD_OSD };
+  c.osd[2].up = false;
+  compute(&c, &pool, NULL, &p);
+  c.osd[2].up = true;
+  compute(&c, &pool, &p, &q);
+  int led[4];
+  count_led(&q, led);
+  CHECK(led[3] == 0 && led[1] + led[2] == 12, "OSD 3 up after the placement leads %d PGs (1: %d, 2: %d)", led[3],
+        led[1], led[2]);
+  bool clean[12];
+  for (int i = 0; i < 12; i++)
+    clean[i] = true;
+  CHECK(tc_placement_balance_primaries(&q, NULL) == 0, "nothing known clean: nothing moves");
+  uint64_t sets[36];
+  memcpy(sets, q.osd_set, sizeof sets);
+  long moved = tc_placement_balance_primaries(&q, clean);
+  count_led(&q, led);
+  CHECK(moved == 4 && led[1] == 4 && led[2] == 4 && led[3] == 4, "balanced: %ld moved, led %d %d %d", moved,
+        led[1], led[2], led[3]);
+  CHECK(!memcmp(sets, q.osd_set, sizeof sets), "balancing moved no replica");
+  int outside = 0;
+  for (uint32_t pg = 0; pg < 12; pg++)
+    outside += q.primary[pg] != q.osd_set[pg * 3] && q.primary[pg] != q.osd_set[pg * 3 + 1] &&
+               q.primary[pg] != q.osd_set[pg * 3 + 2];
+  CHECK(outside == 0, "%d primaries outside their set", outside);
+  CHECK(tc_placement_balance_primaries(&q, clean) == 0, "balanced: a second pass moves nothing");
+  CHECK(compute(&c, &pool, &q, &r) == 0 && !memcmp(q.primary, r.primary, 12 * sizeof *q.primary),
+        "the placement keeps the balanced primaries");
+  tc_placement_free(&r);
+  /* Only the clean PGs move. */
+  tc_placement_free(&q);
+  compute(&c, &pool, &p, &q);
+  uint64_t prims[12];
+  memcpy(prims, q.primary, sizeof prims);
+  for (int i = 0; i < 12; i++)
+    clean[i] = i % 2 == 0;
+  moved = tc_placement_balance_primaries(&q, clean);
+  int wrong = 0;
+  for (int i = 0; i < 12; i++)
+    wrong += !clean[i] && q.primary[i] != prims[i];
+  count_led(&q, led);
+  CHECK(moved > 0 && wrong == 0 && led[3] > 0, "half the PGs clean: %ld moved among them, %d others moved, OSD 3 "
+        "leads %d", moved, wrong, led[3]);
+  tc_placement_free(&q);
+  tc_placement_free(&p);
+}
+
 int
 main(void)
 {
   small_cases();
+  primary_balance();
   scenario("3 hosts x 1", (int[]) { 1, 1, 1 }, 3, 3, true);
   scenario("3 hosts x 2", (int[]) { 2, 2, 2 }, 3, 3, true);
   scenario("4 hosts x 3", (int[]) { 3, 3, 3, 3 }, 4, 3, true);

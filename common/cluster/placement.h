@@ -19,7 +19,9 @@
  *
  * Slots keep their position: a surviving replica stays in its slot of
  * osd_set, a new one fills the hole. The primary stays the same while it is
- * in the set; otherwise it is the member holding the fewest primaries. */
+ * in the set; otherwise it is the member holding the fewest primaries.
+ * tc_placement_balance_primaries then evens the primaries out over the PGs
+ * the caller knows to be clean (the monitor: a pool whose every PG is). */
 #ifndef TROMCHO_PLACEMENT_H
 #define TROMCHO_PLACEMENT_H
 #include <stdbool.h>
@@ -64,6 +66,12 @@ long tc_placement_compute(const struct tc_placement_osd *osds, size_t n_osds,
  * balance step aims at it; targets must hold n_osds doubles. */
 int tc_placement_targets(const struct tc_placement_osd *osds, size_t n_osds,
                          const struct tc_placement_pool *pool, double *targets);
+/* Move primaries of the PGs with clean[pg] (every member holds the PG's
+ * data) to the member leading the fewest PGs, while that one leads at least
+ * two fewer than the primary's OSD, until no such move is left: then the
+ * OSDs' counts differ by at most one wherever the sets allow. Sets do not
+ * change. Deterministic. Returns the primaries moved, or -1 (ENOMEM). */
+long tc_placement_balance_primaries(struct tc_placement *pl, const bool *clean);
 void tc_placement_free(struct tc_placement *p);
 
 #endif
