@@ -62,6 +62,12 @@ TROMCHO_CONFIG=$DIR/tromcho.conf "$top_builddir/cli/tromcho" info demo --json |
   python3 -c 'import json,sys; assert json.load(sys.stdin)["owner"] == "tenant"' || fail "demo is not owned by tenant"
 TROMCHO_CONFIG=$DIR/tromcho.conf expect_fail "permission denied" "$top_builddir/cli/tromcho" create other -s 4M
 pgrep -af nbdkit | grep -q "config=$DIR/tromcho.conf" || fail "nbdkit does not run with the user's config"
+# The pool is placed with all three OSDs up: each leads a share of the PGs
+# (placed while one was still starting, it would lead none, for good).
+TROMCHO_CONFIG=$DIR/admin.conf "$top_builddir/cli/tromcho" describe --json | python3 -c '
+import json, sys
+led = {o["osd_num"]: len(o["pgs"]) for o in json.load(sys.stdin)["osds"]}
+assert sorted(led) == [1, 2, 3] and all(n >= 8 for n in led.values()), led' || fail "the OSDs do not share the PGs"
 head -c 8M /dev/urandom > "$TESTDIR/data"
 nbdcopy "$TESTDIR/data" "nbd://127.0.0.1:$PORT/demo" || fail "nbdcopy in"
 if [ -f "$DIR/mnt/demo" ]; then
