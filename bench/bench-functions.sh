@@ -54,6 +54,12 @@ PY
     TROMCHO_CONFIG=$CONF "${OSD_BIN:-tromcho-osd}" --osd_num $n --osd_data "$d/osd$n" >"$d/osd$n.log" 2>&1 &
     pids+=($!)
   done
+  # The pool is placed once all three OSDs are up: placed with two, it
+  # would keep its primaries there (the monitor keeps a PG's primary), and
+  # the third OSD would lead no PG, its share of the reads served by the
+  # other two.
+  wait_until sh -c "TROMCHO_CONFIG=$CONF tromcho status --json | grep -q '\"osds_up\": *3'" \
+    || { echo "$me: the OSDs of $1 did not come up: $(tail -3 "$d"/osd*.log)" >&2; exit 1; }
   TROMCHO_CONFIG=$CONF tromcho pool-create rep3 --pg-size 3 --pg-minsize 2 --pg-count 32 --failure-domain osd >/dev/null
   wait_until sh -c "TROMCHO_CONFIG=$CONF tromcho pool-ls --json | grep -q '\"pgs_active\": *32'"
 }
