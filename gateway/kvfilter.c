@@ -400,7 +400,7 @@ pg_primary(struct kvfilter_req *rq, uint64_t pool, uint32_t pg)
 /* OSDs share one identity (osd_ca), so which OSD writes is proven by the
  * lease it registered /osd/state/<n> with: that record carries its lease
  * ("lease", checked here when it is written), and every write of
- * /osd/stats/<n> or of the /pg/state of a PG whose primary is n must be
+ * /osd/stats/<n> or of the /pg/state or /pgstats of a PG whose primary is n must be
  * attached to that same lease. NULL if allowed, else why not. */
 static const char *
 osd_write_refusal(struct kvfilter_req *rq, const char *rel, const struct kv_op *op)
@@ -423,7 +423,7 @@ osd_write_refusal(struct kvfilter_req *rq, const char *rel, const struct kv_op *
       return "reading the current record failed";
     return held == 0 || held == lease ? NULL : "another lease holds this OSD number";
   }
-  if (kind == TC_OSD_KEY_PG_STATE && !(osd = pg_primary(rq, pool, pg)))
+  if ((kind == TC_OSD_KEY_PG_STATE || kind == TC_OSD_KEY_PG_STATS) && !(osd = pg_primary(rq, pool, pg)))
     return "/pg/config gives this PG no primary";
   int64_t held = state_lease(rq, osd);
   if (held <= 0 || held != lease)

@@ -241,9 +241,10 @@ guarded_put(struct tc_monitor *m, const char *k, const char *value, int64_t mod_
   return ok;
 }
 
-/* Whether the state a PG's primary reports (/pg/state/<pool>/<pg>) says
- * clean, from the primary the placement names (a former primary's report
- * says nothing). */
+/* Whether the state a PG's primary reports (/pgstats/<pool>/<pg>, a copy
+ * of its /pg/state that the seed's rights let monitors read) says clean,
+ * from the primary the placement names (a former primary's report says
+ * nothing). */
 static bool
 report_clean(const char *value, uint64_t primary)
 {
@@ -267,7 +268,7 @@ static long
 balance_primaries(struct tc_monitor *m, uint32_t pool_id, struct tc_placement *pl)
 {
   char k[512], sfx[64];
-  snprintf(sfx, sizeof sfx, "/pg/state/%u/", pool_id);
+  snprintf(sfx, sizeof sfx, "/pgstats/%u/", pool_id);
   key(m, k, sizeof k, sfx);
   size_t klen = strlen(k);
   struct tc_kv_result r;

@@ -10,8 +10,12 @@
  *   /pg/state/<pool>/<pg>    of each PG it leads: {"state": [...],
  *                            "primary", "epoch", "objects",
  *                            "degraded_objects", "scrub": {...}}
+ *   /pgstats/<pool>/<pg>     the same, for the monitor (the seed's table
+ *                            lets monitors read /pgstats/, not /pg/state/):
+ *                            it evens out a pool's primaries once every
+ *                            PG says clean (gateway/monitor.c)
  * One txn attached to the registration lease (so the keys vanish with the
- * OSD), holding /osd/stats and only the /pg/state values that changed:
+ * OSD), holding /osd/stats and only the PG values that changed:
  * every osd_stats_interval seconds, and within a second of a PG's report
  * changing (peering, degraded, recovery progress), so the KV traffic is at
  * most one small request a second per OSD, one an interval when idle. The access filter lets an OSD write these keys only
@@ -324,7 +328,7 @@ struct stats_put {
   struct osd *o;
   int64_t lease;
   size_t n;
-  char **keys, **vals;     /* /pg/state entries only (what the cache learns) */
+  char **keys, **vals;     /* /pg/state and /pgstats entries only (what the cache learns) */
   int err;
   char msg[200];
 };
@@ -412,7 +416,7 @@ put_done_on_loop(struct tc_evloop *loop, void *arg)
   o->stats_inflight = 0;
   o->stats_put = NULL;
   if (p->err) {
-    tc_warn("osd %" PRIu64 ": writing /osd/stats and /pg/state: %s", o->osd_num, p->msg);
+    tc_warn("osd %" PRIu64 ": writing /osd/stats, /pg/state and /pgstats: %s", o->osd_num, p->msg);
     osd_stats_free(o);   /* write everything again next time */
   } else if (p->lease == o->lease) {
     for (size_t i = 0; i < p->n; i++) {
@@ -458,7 +462,7 @@ write_stats(struct osd *o, double now, bool force)
     o->stats_lease = o->lease;
   }
   struct stats_put *p = calloc(1, sizeof *p);
-  size_t cap = o->n_pgs;
+  size_t cap = 2 * o->n_pgs;   /* /pg/state and /pgstats of each */
   char *skey = NULL, *sval = NULL;
   struct tc_kv_op *ops = NULL;
   if (!p || !(p->keys = calloc(cap + 1, sizeof *p->keys)) || !(p->vals = calloc(cap + 1, sizeof *p->vals)) ||
@@ -479,21 +483,26 @@ write_stats(struct osd *o, double now, bool force)
   ops[nops++] = (struct tc_kv_op) { .type = TC_KV_PUT, .key = skey, .key_len = strlen(skey), .value = sval,
                                     .value_len = strlen(sval), .lease = o->lease };
   for (size_t i = 0; i < o->n_pgs; i++) {
-    char *k = NULL, *v = json_dup(osd_pg_state_json(o, &o->pgs[i]));
-    if (!v || asprintf(&k, "%s/pg/state/%" PRIu64 "/%" PRIu32, o->prefix, o->pgs[i].pool, o->pgs[i].pg) < 0) {
-      free(v);
-      continue;
+    char *report = json_dup(osd_pg_state_json(o, &o->pgs[i]));
+    for (int j = 0; report && j < 2; j++) {
+      char *k = NULL, *v = strdup(report);
+      if (!v || asprintf(&k, "%s%s%" PRIu64 "/%" PRIu32, o->prefix, j ? "/pgstats/" : "/pg/state/", o->pgs[i].pool,
+                         o->pgs[i].pg) < 0) {
+        free(v);
+        continue;
+      }
+      const char *old = sent_get(o, k);
+      if (old && !strcmp(old, v)) {
+        free(k);
+        free(v);
+        continue;
+      }
+      p->keys[p->n] = k;
+      p->vals[p->n++] = v;
+      ops[nops++] = (struct tc_kv_op) { .type = TC_KV_PUT, .key = k, .key_len = strlen(k), .value = v,
+                                        .value_len = strlen(v), .lease = o->lease };
     }
-    const char *old = sent_get(o, k);
-    if (old && !strcmp(old, v)) {
-      free(k);
-      free(v);
-      continue;
-    }
-    p->keys[p->n] = k;
-    p->vals[p->n++] = v;
-    ops[nops++] = (struct tc_kv_op) { .type = TC_KV_PUT, .key = k, .key_len = strlen(k), .value = v,
-                                      .value_len = strlen(v), .lease = o->lease };
+    free(report);
   }
   if (!force && p->n == 0) {   /* nothing new to say before the interval is up */
     put_free(p);

@@ -86,9 +86,9 @@ put alice /index/maxid/1 allowed 3
 put alice /index/maxid/2 refused 3
 put bob /index/maxid/1 refused 3
 # OSDs share one identity: an OSD writes /osd/state/<n> naming the lease it
-# puts it with, then /osd/stats/<n> and the /pg/state of PGs /pg/config
-# makes n primary of only with that lease (narrower than the seed, which
-# gives OSDs all of /osd/, /pg/state/, /pg/history/, /pgstats/).
+# puts it with, then /osd/stats/<n> and the /pg/state and /pgstats of PGs
+# /pg/config makes n primary of only with that lease (narrower than the
+# seed, which gives OSDs all of /osd/, /pg/state/, /pg/history/, /pgstats/).
 putl () { cell "$1" "put $2 (lease $5)" "$3" /v3/kv/put "{\"key\": \"$(b "$2")\", \"value\": \"$(bv "$4")\", \"lease\": \"$5\"}"; }
 put mon /pg/config allowed '{"items": {}}'
 cell osd "lease grant 909" allowed /v3/lease/grant '{"TTL": 600, "ID": 909}'
@@ -123,12 +123,17 @@ putl osd /pg/state/1/0 allowed '{"state": ["active"]}' "$(own "$P0")"
 putl osd /pg/state/1/0 refused '{}' "$(other "$P0")"
 putl osd /pg/state/1/5 refused '{}' 909
 put osd /pg/state/1/0 refused '{}'
+putl osd /pgstats/1/0 allowed '{"state": ["active"]}' "$(own "$P0")"
+putl osd /pgstats/1/0 refused '{}' "$(other "$P0")"
+putl osd /pgstats/1/5 refused '{}' 909
+putl osd /pgstats/01/0 refused '{}' "$(own "$P0")"
+put osd /pgstats/1/0 refused '{}'
+put alice /pgstats/1/0 refused '{}'
 put osd /pg/config refused '{"items": {}}'
 put admin /pg/config refused '{"items": {}}'
 put admin /pg/history/1/0 allowed '{}'
 put mon /stats allowed '{}'
 put osd /stats refused '{}'
-putl osd /pgstats/1/0 refused '{}' 909
 putl osd /pg/history/1/0 refused '{}' 909
 put mon /config/pools refused '{}'
 cell carol "deleterange everything" refused /v3/kv/deleterange "{\"key\": \"$(b /)\", \"range_end\": \"$(bv /tromcho0)\"}"

@@ -174,8 +174,13 @@ main(void)
   CHECK(tc_perm_kv(&osd, "/pg/config", TC_KV_READ, &lk, NULL) && !tc_perm_kv(&osd, "/pg/config", TC_KV_WRITE, &lk, NULL), "osd pg/config r");
   CHECK(tc_perm_kv(&osd, "/config/inode/1/5", TC_KV_READ, &lk, NULL) && !tc_perm_kv(&osd, "/config/pools", TC_KV_WRITE, &lk, NULL), "osd /config r");
   CHECK(tc_perm_kv(&osd, "/osd/state/1", TC_KV_WRITE, &lk, NULL) && tc_perm_kv(&osd, "/pg/state/1/1", TC_KV_WRITE, &lk, NULL) &&
-        tc_perm_kv(&osd, "/osd/stats/1", TC_KV_WRITE, &lk, NULL), "osd writes state, stats, pg state");
-  CHECK(!tc_perm_kv(&osd, "/pg/history/1/1", TC_KV_WRITE, &lk, NULL) && !tc_perm_kv(&osd, "/pgstats/1/1", TC_KV_WRITE, &lk, NULL) &&
+        tc_perm_kv(&osd, "/osd/stats/1", TC_KV_WRITE, &lk, NULL) && tc_perm_kv(&osd, "/pgstats/1/1", TC_KV_WRITE, &lk, NULL),
+        "osd writes state, stats, pg state and pg stats (the filter: its own lease, PGs it leads)");
+  CHECK(!tc_perm_kv(&osd, "/pgstats/1", TC_KV_WRITE, &lk, NULL) && !tc_perm_kv(&osd, "/pgstats/0/1", TC_KV_WRITE, &lk, NULL) &&
+        !tc_perm_kv(&osd, "/pgstats/1/1/2", TC_KV_WRITE, &lk, NULL) && !tc_perm_kv(&osd, "/pgstats/01/1", TC_KV_WRITE, &lk, NULL) &&
+        !tc_perm_kv(&osd, "/pgstats/1/01", TC_KV_WRITE, &lk, NULL) && !tc_perm_kv(&osd, "/pgstats/", TC_KV_WRITE, &lk, NULL),
+        "osd writes /pgstats/<pool>/<pg> only, one spelling");
+  CHECK(!tc_perm_kv(&osd, "/pg/history/1/1", TC_KV_WRITE, &lk, NULL) &&
         !tc_perm_kv(&osd, "/osd/other/1", TC_KV_WRITE, &lk, NULL) && !tc_perm_kv(&osd, "/osd/state/01", TC_KV_WRITE, &lk, NULL) &&
         !tc_perm_kv(&osd, "/osd/stats/0", TC_KV_WRITE, &lk, NULL) && !tc_perm_kv(&osd, "/pg/state/1", TC_KV_WRITE, &lk, NULL) &&
         !tc_perm_kv(&osd, "/pg/state/0/1", TC_KV_WRITE, &lk, NULL) && !tc_perm_kv(&osd, "/pg/state/1/1/2", TC_KV_WRITE, &lk, NULL),
@@ -187,6 +192,8 @@ main(void)
   CHECK(tc_perm_osd_key("/osd/stats/12", &n, NULL, NULL) == TC_OSD_KEY_STATS && n == 12 &&
         tc_perm_osd_key("/osd/state/7", &n, NULL, NULL) == TC_OSD_KEY_STATE && n == 7 &&
         tc_perm_osd_key("/pg/state/3/0", NULL, &pl, &pgn) == TC_OSD_KEY_PG_STATE && pl == 3 && pgn == 0 &&
+        tc_perm_osd_key("/pgstats/4/7", NULL, &pl, &pgn) == TC_OSD_KEY_PG_STATS && pl == 4 && pgn == 7 &&
+        !tc_perm_osd_key("/pgstats/4", NULL, &pl, &pgn) && !tc_perm_osd_key("/pgstatsx/4/7", NULL, &pl, &pgn) &&
         !tc_perm_osd_key("/pg/state/3/", NULL, &pl, &pgn) && !tc_perm_osd_key("/osd/stats/", &n, NULL, NULL),
         "tc_perm_osd_key shapes");
   CHECK(!tc_perm_kv(&osd, "/stats", TC_KV_READ, &lk, NULL) && !tc_perm_kv(&osd, "/mon/master", TC_KV_WRITE, &lk, NULL), "osd no mon keys");
@@ -199,6 +206,8 @@ main(void)
   CHECK(tc_perm_kv(&mon, "/osd/state/1", TC_KV_READ, &lk, NULL) && !tc_perm_kv(&mon, "/osd/state/1", TC_KV_WRITE, &lk, NULL), "mon osd r");
   CHECK(tc_perm_kv(&mon, "/config/pools", TC_KV_READ, &lk, NULL) && !tc_perm_kv(&mon, "/config/pools", TC_KV_WRITE, &lk, NULL), "mon config r");
   CHECK(!tc_perm_kv(&mon, "/pg/state/1/1", TC_KV_READ, &lk, NULL), "mon no pg/state");
+  CHECK(tc_perm_kv(&mon, "/pgstats/1/1", TC_KV_READ, &lk, NULL) && !tc_perm_kv(&mon, "/pgstats/1/1", TC_KV_WRITE, &lk, NULL),
+        "mon reads pgstats (the PGs' reports it balances primaries by)");
   CHECK(!tc_perm_kv(&anyone, "/config/global", TC_KV_READ, &lk, NULL), "anonymous nothing");
   CHECK(!tc_perm_kv(&root, "relative/key", TC_KV_READ, &lk, NULL), "relative key refused");
 

@@ -161,7 +161,7 @@ static const char *const osd_read[] = { "/pg/config", "/config/", "/osd/", "/pg/
  * /pg/history/..., /pgstats/...): an OSD writes its own state and stats and the
  * state of the PGs it leads, nothing more. Which OSD is "its own" the
  * gateway's filter decides from the registration lease (kvfilter.c). */
-static const char *const osd_write[] = { "/osd/state/", "/osd/stats/", "/pg/state/", NULL };
+static const char *const osd_write[] = { "/osd/state/", "/osd/stats/", "/pg/state/", "/pgstats/", NULL };
 static const char *const mon_read[] = { "/config/", "/osd/", "/pgstats/", NULL };
 static const char *const mon_write[] = {
   "/pg/config", "/stats", "/history/last_clean_pgs", "/mon/", "/pg/history/",
@@ -251,9 +251,17 @@ tc_perm_osd_key(const char *key, uint64_t *osd, uint64_t *pool, uint32_t *pg)
       *osd = a;
     return key[9] == 'e' ? TC_OSD_KEY_STATE : TC_OSD_KEY_STATS;
   }
-  if (strncmp(key, "/pg/state/", 10) != 0 || !(slash = strchr(key + 10, '/')))
+  int kind = TC_OSD_KEY_PG_STATE;
+  if (!strncmp(key, "/pg/state/", 10))
+    rest = key + 10;
+  else if (!strncmp(key, "/pgstats/", 9)) {
+    rest = key + 9;
+    kind = TC_OSD_KEY_PG_STATS;
+  }
+  else
     return 0;
-  rest = key + 10;
+  if (!(slash = strchr(rest, '/')))
+    return 0;
   if (tc_parse_canonical_u64(rest, (size_t) (slash - rest), TC_POOL_MAX, &a) < 0 || a == 0 ||
       tc_parse_canonical_u64(slash + 1, strlen(slash + 1), UINT32_MAX, &b) < 0)
     return 0;
@@ -261,7 +269,7 @@ tc_perm_osd_key(const char *key, uint64_t *osd, uint64_t *pool, uint32_t *pg)
     *pool = a;
   if (pg)
     *pg = (uint32_t) b;
-  return TC_OSD_KEY_PG_STATE;
+  return kind;
 }
 
 bool

@@ -70,10 +70,12 @@ bool tc_perm_kv(const struct tc_identity *id, const char *key, enum tc_kv_access
 
 /* The keys an OSD may write, by shape (canonical decimal numbers only):
  * /osd/state/<n> (TC_OSD_KEY_STATE), /osd/stats/<n> (TC_OSD_KEY_STATS),
- * /pg/state/<pool>/<pg> (TC_OSD_KEY_PG_STATE); 0 for any other key. The
- * numbers go to the non-NULL pointers. Whether the writing OSD is n (or
- * the PG's primary) is the KV filter's to prove (gateway/kvfilter.c). */
-enum { TC_OSD_KEY_STATE = 1, TC_OSD_KEY_STATS = 2, TC_OSD_KEY_PG_STATE = 3 };
+ * /pg/state/<pool>/<pg> (TC_OSD_KEY_PG_STATE), /pgstats/<pool>/<pg>
+ * (TC_OSD_KEY_PG_STATS: the same report, for the monitors, whose rights
+ * in the seed's table cover /pgstats/ and not /pg/state/); 0 for any other
+ * key. The numbers go to the non-NULL pointers. Whether the writing OSD is
+ * n (or the PG's primary) is the KV filter's to prove (gateway/kvfilter.c). */
+enum { TC_OSD_KEY_STATE = 1, TC_OSD_KEY_STATS = 2, TC_OSD_KEY_PG_STATE = 3, TC_OSD_KEY_PG_STATS = 4 };
 int tc_perm_osd_key(const char *key, uint64_t *osd, uint64_t *pool, uint32_t *pg);
 
 /* May the identity read some key under this prefix range at all (used to

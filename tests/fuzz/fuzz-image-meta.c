@@ -101,9 +101,11 @@ osd_key(const char *s)
     snprintf(back, sizeof back, "/osd/%s/%" PRIu64, kind == TC_OSD_KEY_STATE ? "state" : "stats", osd);
     break;
   case TC_OSD_KEY_PG_STATE:
+  case TC_OSD_KEY_PG_STATS:
     if (!pool || pool > TC_POOL_MAX)
       abort();
-    snprintf(back, sizeof back, "/pg/state/%" PRIu64 "/%" PRIu32, pool, pg);
+    snprintf(back, sizeof back, "%s%" PRIu64 "/%" PRIu32, kind == TC_OSD_KEY_PG_STATE ? "/pg/state/" : "/pgstats/",
+             pool, pg);
     break;
   default:
     abort();
