@@ -267,6 +267,26 @@ report_clean(const char *value, uint64_t primary)
 static long
 balance_primaries(struct tc_monitor *m, uint32_t pool_id, struct tc_placement *pl)
 {
+  /* First as if every PG were clean, on a copy: a pool already even (the
+   * usual case) costs no read of its PGs' reports every pass. */
+  if (!pl->pg_count)
+    return 0;
+  uint64_t *saved = malloc(pl->pg_count * sizeof *saved);
+  bool *all = malloc(pl->pg_count * sizeof *all);
+  if (!saved || !all) {
+    free(saved);
+    free(all);
+    return tc_error(ENOMEM, "monitor: out of memory");
+  }
+  memcpy(saved, pl->primary, pl->pg_count * sizeof *saved);
+  for (uint32_t pg = 0; pg < pl->pg_count; pg++)
+    all[pg] = true;
+  long could = tc_placement_balance_primaries(pl, all);
+  memcpy(pl->primary, saved, pl->pg_count * sizeof *saved);
+  free(saved);
+  free(all);
+  if (could <= 0)
+    return could;
   char k[512], sfx[64];
   snprintf(sfx, sizeof sfx, "/pgstats/%u/", pool_id);
   key(m, k, sizeof k, sfx);

@@ -5,7 +5,9 @@
  * time, a round with timeout 0 never polls, and a round with a timeout
  * returns once it passed; calls submitted by several threads at once
  * are all run (only the first of a queue wakes the loop: none may be
- * left behind). */
+ * left behind); the poll window shrinks to none while events come
+ * further apart than idle_poll_us and grows back when they come closer
+ * (poll_window.h). */
 #include <config.h>
 #include <errno.h>
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include "evloop.h"
+#include "poll_window.h"
 #include "tap.h"
 
 struct later {
@@ -191,9 +194,56 @@ many_submitters(unsigned poll_us)
   tc_evloop_free(loop);
 }
 
+/* The rule alone: keep, grow (doubling from 10 us, up to the max), shrink
+ * (halving, under 10 us none); max 0 never polls. */
+static void
+window_rule(void)
+{
+  const uint64_t max = 200000;
+  CHECK(tc_poll_window_adapt(40000, max, 30000) == 40000, "an event within the window keeps it");
+  CHECK(tc_poll_window_adapt(40000, max, 150000) == 80000, "an event after the window, within the max, doubles it");
+  CHECK(tc_poll_window_adapt(160000, max, 190000) == max, "growth stops at the max");
+  CHECK(tc_poll_window_adapt(0, max, 50000) == TC_POLL_WINDOW_MIN_NS, "from none it grows to 10 us");
+  CHECK(tc_poll_window_adapt(max, max, 5000000) == max / 2, "an event after the max halves the window");
+  CHECK(tc_poll_window_adapt(15000, max, 5000000) == 0, "under 10 us the window closes");
+  CHECK(tc_poll_window_adapt(0, max, 5000000) == 0, "a closed window stays closed while events stay far apart");
+  CHECK(tc_poll_window_adapt(0, 0, 50) == 0 && tc_poll_window_adapt(5000, 0, 50) == 0, "max 0: never poll");
+}
+
+/* A loop with idle_poll_us 10000: rounds idle 20 ms each (no poll would
+ * catch anything) close the window; rounds idle 1 ms each open it again. */
+static void
+window_in_loop(void)
+{
+  struct tc_evloop *loop = tc_evloop_new();
+  if (!loop) {
+    CHECK(0, "a loop");
+    return;
+  }
+  tc_evloop_set_poll_us(loop, 10000);
+  CHECK(tc_evloop_poll_window_ns(loop) == 10000000, "the window starts at idle_poll_us");
+  int rounds = 0;
+  while (tc_evloop_poll_window_ns(loop) && rounds < 40) {
+    tc_evloop_run_once(loop, 20);
+    rounds++;
+  }
+  CHECK(tc_evloop_poll_window_ns(loop) == 0, "idle 20 ms a round: the window closed after %d rounds", rounds);
+  rounds = 0;
+  while (tc_evloop_poll_window_ns(loop) < 1000000 && rounds < 200) {
+    tc_evloop_run_once(loop, 1);
+    rounds++;
+  }
+  CHECK(tc_evloop_poll_window_ns(loop) >= 1000000 && tc_evloop_poll_window_ns(loop) <= 10000000,
+        "idle 1 ms a round: the window grew to %llu us after %d rounds",
+        (unsigned long long) tc_evloop_poll_window_ns(loop) / 1000, rounds);
+  tc_evloop_free(loop);
+}
+
 int
 main(void)
 {
+  window_rule();
+  window_in_loop();
   run_cases(0);
   run_cases(200);
   run_cases(10000);

@@ -99,7 +99,8 @@ int tc_objstore_run(const struct tc_objstore *os, struct tc_objop *ops, size_t n
 /* Process-wide: a caller of tc_objstore_run waiting alone polls its
  * completion (yielding the CPU) for up to us microseconds before it
  * sleeps (option idle_poll_us, set by the cluster client; 0, the
- * default: sleep at once). */
+ * default: sleep at once), less while its waits last longer than that
+ * (common/util/poll_window.h). */
 void tc_objstore_run_set_poll_us(unsigned us);
 
 #endif

@@ -9,6 +9,7 @@
 #include <sched.h>
 #include "evloop.h"
 #include "objstore.h"
+#include "poll_window.h"
 
 /* A caller that is the only one waiting polls its completion for up to
  * poll_ns (tc_objstore_run_set_poll_us; option idle_poll_us) before it
@@ -25,12 +26,18 @@
  * and how long a lone one polls. */
 static atomic_int waiting;
 static _Atomic uint64_t poll_ns;
+/* The window a lone caller polls for now (poll_window.h): callers whose
+ * completions come further apart than poll_ns (a guest's QD1 requests)
+ * stop polling, which only took the CPU from the threads with work. */
+static _Atomic uint64_t poll_cur_ns;
 
 void
 tc_objstore_run_set_poll_us(unsigned us)
 {
   atomic_store(&poll_ns, (uint64_t) us * 1000);
+  atomic_store(&poll_cur_ns, (uint64_t) us * 1000);
 }
+
 
 /* The caller counts what it submitted and takes one post of done for each
  * completion. A semaphore, not a condition variable: the completing thread
@@ -74,10 +81,15 @@ spin_take(struct run_wait *w, uint64_t ns)
 static void
 take_one(struct run_wait *w, size_t *inflight)
 {
-  uint64_t ns = atomic_load_explicit(&poll_ns, memory_order_relaxed);
-  bool got = atomic_fetch_add(&waiting, 1) == 0 && ns && spin_take(w, ns);
+  uint64_t max = atomic_load_explicit(&poll_ns, memory_order_relaxed);
+  uint64_t cur = atomic_load_explicit(&poll_cur_ns, memory_order_relaxed);
+  bool lone = atomic_fetch_add(&waiting, 1) == 0 && max;
+  uint64_t t0 = lone ? tc_now_ns() : 0;
+  bool got = lone && cur && spin_take(w, cur);
   while (!got && sem_wait(&w->done) < 0 && errno == EINTR)
     ;
+  if (lone)
+    atomic_store_explicit(&poll_cur_ns, tc_poll_window_adapt(cur, max, tc_now_ns() - t0), memory_order_relaxed);
   atomic_fetch_sub(&waiting, 1);
   (*inflight)--;
 }

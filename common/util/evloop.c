@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include "error.h"
 #include "evloop.h"
+#include "poll_window.h"
 #include "vector.h"
 
 struct fd_handler {
@@ -51,7 +52,8 @@ struct tc_evloop {
   pthread_mutex_t lock;      /* guards submitted and stop */
   struct calls submitted;
   int stop;
-  uint64_t poll_ns;          /* poll this long (yielding) before blocking, 0: never */
+  uint64_t poll_ns;          /* poll at most this long (yielding) before blocking, 0: never */
+  uint64_t poll_cur_ns;      /* the window now (poll_window.h), <= poll_ns */
 };
 
 uint64_t
@@ -66,6 +68,13 @@ void
 tc_evloop_set_poll_us(struct tc_evloop *l, unsigned us)
 {
   l->poll_ns = (uint64_t) us * 1000;
+  l->poll_cur_ns = l->poll_ns;
+}
+
+uint64_t
+tc_evloop_poll_window_ns(const struct tc_evloop *l)
+{
+  return l->poll_cur_ns;
 }
 
 uint64_t
@@ -346,15 +355,17 @@ tc_evloop_run_once(struct tc_evloop *l, int timeout_ms)
   struct epoll_event evs[64];
   int n = epoll_wait(l->epfd, evs, 64, l->poll_ns && timeout_ms ? 0 : timeout_ms);
   if (n == 0 && l->poll_ns && timeout_ms) {
-    /* Nothing ready: look again, yielding the CPU between looks, for up
-     * to poll_ns before blocking (tc_evloop_set_poll_us). */
-    uint64_t end = tc_now_ns() + l->poll_ns;
-    do {
+    /* Nothing ready: look again, yielding the CPU between looks, for the
+     * poll window before blocking (tc_evloop_set_poll_us), then adapt the
+     * window to how long this idle period lasted. */
+    uint64_t t0 = tc_now_ns(), cur = l->poll_cur_ns;
+    while (n == 0 && cur && tc_now_ns() - t0 < cur) {
       sched_yield();
       n = epoll_wait(l->epfd, evs, 64, 0);
-    } while (n == 0 && tc_now_ns() < end);
+    }
     if (n == 0)
       n = epoll_wait(l->epfd, evs, 64, timeout_ms);
+    l->poll_cur_ns = tc_poll_window_adapt(cur, l->poll_ns, tc_now_ns() - t0);
   }
   if (n < 0) {
     if (errno == EINTR)

@@ -59,8 +59,13 @@ void tc_evloop_stop(struct tc_evloop *loop);
  * yielding the CPU between looks (option idle_poll_us): a thread with
  * work on this CPU runs first, but the CPU does not halt, and on a VM the
  * wake-up of a halted vCPU (a VM exit) is the largest part of a QD1 round
- * trip. 0 (the default): block at once. Call before the loop runs. */
+ * trip; the window shrinks while events come further apart than us, and
+ * grows back when they come closer (poll_window.h). 0 (the default): block
+ * at once. Call before the loop runs. */
 void tc_evloop_set_poll_us(struct tc_evloop *loop, unsigned us);
+/* The window the next idle round polls for: us at most, adapted to how far
+ * apart events came (poll_window.h). For tests and metrics. */
+uint64_t tc_evloop_poll_window_ns(const struct tc_evloop *loop);
 #define TC_IDLE_POLL_US_MAX 10000   /* option idle_poll_us: 0..this */
 
 /* Monotonic milliseconds, nanoseconds. */
