@@ -288,6 +288,7 @@ struct osd_metrics {
   struct tc_counter *recovered, *scrubbed, *scrub_bad, *scrub_repaired;
   struct tc_gauge *pgs[4], *degraded_objects, *recovery_inflight, *connections, *peers_down;
   struct tc_gauge *store_used, *store_objects, *store_checksum_errors;
+  struct tc_histogram *store_sync;   /* one store commit on the sync thread */
 };
 /* Register every series; serve /metrics when metrics_port is set. 0 or -1. */
 int osd_metrics_start(struct osd *o);

@@ -65,6 +65,9 @@ osd_metrics_start(struct osd *o)
   m->store_used = tc_metrics_gauge(r, "tromcho_osd_store_used_bytes", "Bytes of data the store holds", NULL);
   m->store_objects = tc_metrics_gauge(r, "tromcho_osd_store_objects", "Objects in the store", NULL);
   m->store_checksum_errors = tc_metrics_gauge(r, "tromcho_osd_store_checksum_errors", "Sector checksum failures the store has seen since it opened", NULL);
+  m->store_sync = tc_metrics_histogram(r, "tromcho_osd_store_sync_seconds",
+                                       "One commit of the store on the sync thread (journal batch and fdatasync), answering every SYNC and SEC_SYNC asked meanwhile",
+                                       NULL, NULL, 0);
   if (!m->read_bytes || !m->write_bytes || !m->eperm || !m->decode_errors || !m->recovered || !m->scrubbed ||
       !m->scrub_bad || !m->scrub_repaired || !m->degraded_objects || !m->recovery_inflight || !m->connections ||
       !m->peers_down || !m->store_used || !m->store_objects || !m->store_checksum_errors)

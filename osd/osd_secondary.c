@@ -65,6 +65,7 @@ struct sec_sync_op {
   struct tc_frame_hdr hdr;
   uint64_t version;
   uint16_t flags;
+  double t0;                     /* tc_metrics_now at the request */
 };
 
 static void
@@ -74,6 +75,8 @@ sec_sync_done(struct osd *o, void *arg, int err)
   if (err)
     tc_err("osd %" PRIu64 ": %s: sync: %s", o->osd_num, tc_osd_op_name(p->hdr.opcode), strerror(err));
   osd_client_reply_flags(p->cl, &p->hdr, -err, err ? 0 : p->version, err ? 0 : p->flags);
+  if (!err)   /* errors are counted at the reply */
+    osd_metrics_reply(o, p->hdr.opcode, 0, p->t0);
   osd_client_put(p->cl);
   free(p);
 }
@@ -90,6 +93,7 @@ sec_sync(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, 
   p->hdr = *hdr;
   p->version = version;
   p->flags = flags;
+  p->t0 = tc_metrics_now();
   if (osd_sync_async(o, sec_sync_done, p) < 0) {
     tc_err("osd %" PRIu64 ": %s: %s", o->osd_num, tc_osd_op_name(hdr->opcode), tc_last_error());
     osd_client_reply(p->cl, hdr, -ENOMEM, 0, 0, NULL, 0);

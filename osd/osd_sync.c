@@ -70,7 +70,11 @@ sync_thread(void *arg)
     STAILQ_CONCAT(&batch, &s->queue);
     pthread_mutex_unlock(&s->lock);
     int err = 0;
-    if (tc_store_sync(s->o->store) < 0) {
+    double t0 = tc_metrics_now();
+    int rc = tc_store_sync(s->o->store);
+    if (s->o->m)
+      tc_histogram_since(s->o->m->store_sync, t0);
+    if (rc < 0) {
       err = errno ? errno : EIO;
       tc_err("osd %" PRIu64 ": store sync: %s", s->o->osd_num, tc_last_error());
     }

@@ -47,7 +47,8 @@ scrape m1; parse m1 > "$TESTDIR/m1.json" || fail "metrics under load do not pars
 wait $wpid || fail "write under scrape"
 osd_client sync || fail "sync"
 scrape m2; parse m2 > "$TESTDIR/m2.json" || fail "metrics after the load do not parse"
-for k in 'tromcho_osd_ops_total{op="WRITE"}' 'tromcho_osd_write_bytes_total' 'tromcho_osd_op_latency_seconds_count{op="WRITE"}'; do
+for k in 'tromcho_osd_ops_total{op="WRITE"}' 'tromcho_osd_write_bytes_total' 'tromcho_osd_op_latency_seconds_count{op="WRITE"}' \
+         'tromcho_osd_store_sync_seconds_count'; do
   a=$(val m0.json "$k"); b=$(val m2.json "$k")
   echo "metric $k: $a -> $b"
   [ "$b" -gt "$a" ] || fail "$k did not rise under writes ($a -> $b)"
