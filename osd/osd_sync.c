@@ -50,6 +50,7 @@ deliver(struct tc_evloop *loop, void *arg)
   while (!STAILQ_EMPTY(&q)) {
     struct osd_sync_req *r = STAILQ_FIRST(&q);
     STAILQ_REMOVE_HEAD(&q, next);
+    tc_evloop_poll_hold(s->o->loop, -1);
     r->cb(s->o, r->arg, r->err);
     free(r);
   }
@@ -153,6 +154,7 @@ osd_sync_async(struct osd *o, osd_sync_cb cb, void *arg)
   }
   r->cb = cb;
   r->arg = arg;
+  tc_evloop_poll_hold(o->loop, 1);   /* released in deliver (evloop.h) */
   pthread_mutex_lock(&s->lock);
   STAILQ_INSERT_TAIL(&s->queue, r, next);
   pthread_cond_signal(&s->cond);

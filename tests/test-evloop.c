@@ -7,7 +7,7 @@
  * are all run (only the first of a queue wakes the loop: none may be
  * left behind); the poll window shrinks to none while events come
  * further apart than idle_poll_us and grows back when they come closer
- * (poll_window.h). */
+ * (poll_window.h), except while a flush is awaited (tc_evloop_poll_hold). */
 #include <config.h>
 #include <errno.h>
 #include <pthread.h>
@@ -222,6 +222,16 @@ window_in_loop(void)
   }
   tc_evloop_set_poll_us(loop, 10000);
   CHECK(tc_evloop_poll_window_ns(loop) == 10000000, "the window starts at idle_poll_us");
+  /* While a flush is awaited the loop polls the whole window and adapts
+   * nothing: three idle rounds of 20 ms leave it where it was. */
+  tc_evloop_poll_hold(loop, 1);
+  for (int i = 0; i < 3; i++)
+    tc_evloop_run_once(loop, 20);
+  CHECK(tc_evloop_poll_window_ns(loop) == 10000000, "held: the window stays whole through long idle rounds");
+  tc_evloop_poll_hold(loop, -1);
+  tc_evloop_run_once(loop, 20);
+  CHECK(tc_evloop_poll_window_ns(loop) == 5000000, "released: the next long idle round halves it (%llu us)",
+        (unsigned long long) tc_evloop_poll_window_ns(loop) / 1000);
   int rounds = 0;
   while (tc_evloop_poll_window_ns(loop) && rounds < 40) {
     tc_evloop_run_once(loop, 20);

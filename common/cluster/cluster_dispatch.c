@@ -86,6 +86,8 @@ cluster_cop_free(struct cop *cop)
   }
   free(cop->parts);
   free(cop->ents);
+  if (cop->poll_held)   /* set on the loop by cluster_cop_start; a started SYNC is freed there too */
+    tc_evloop_poll_hold(cop->cl->loop, -1);
   if (cop->win_bytes)
     cluster_window_undo(cop->cl, cop->win_bytes);
   free(cop);
@@ -548,6 +550,9 @@ cluster_cop_start(struct tc_evloop *loop, void *arg)
   (void) loop;
   struct cop *cop = arg;
   if (cop->op && cop->op->code == TC_OBJ_SYNC) {
+    /* The loop keeps polling while the flush runs (evloop.h). */
+    cop->poll_held = true;
+    tc_evloop_poll_hold(cop->cl->loop, 1);
     cluster_cop_start_sync(cop, false);
     return;
   }

@@ -72,6 +72,7 @@ struct cop {
   bool fua_sync;               /* a FUA write some OSD answered as a plain one
                                 * (built before FUA): SYNC before completing */
   bool counted;                /* a write counted in writes_inflight */
+  bool poll_held;              /* SYNC: tc_evloop_poll_hold taken (loop thread) */
   uint64_t win_bytes;          /* a write's bytes in the write window */
   uint64_t replay_version;     /* a replayed write: the version of its first reply (TC_OSD_FLAG_REPLAY) */
   STAILQ_ENTRY(cop) hnext;     /* the held list (writes), or the drain list (replays) */

@@ -78,17 +78,19 @@ spin_take(struct run_wait *w, uint64_t ns)
   return false;
 }
 
+/* flush: the caller waits for a SYNC: poll the whole window, adapt nothing
+ * (evloop.h, tc_evloop_poll_hold). */
 static void
-take_one(struct run_wait *w, size_t *inflight)
+take_one(struct run_wait *w, size_t *inflight, bool flush)
 {
   uint64_t max = atomic_load_explicit(&poll_ns, memory_order_relaxed);
-  uint64_t cur = atomic_load_explicit(&poll_cur_ns, memory_order_relaxed);
+  uint64_t cur = flush ? max : atomic_load_explicit(&poll_cur_ns, memory_order_relaxed);
   bool lone = atomic_fetch_add(&waiting, 1) == 0 && max;
   uint64_t t0 = lone ? tc_now_ns() : 0;
   bool got = lone && cur && spin_take(w, cur);
   while (!got && sem_wait(&w->done) < 0 && errno == EINTR)
     ;
-  if (lone)
+  if (lone && !flush)
     atomic_store_explicit(&poll_cur_ns, tc_poll_window_adapt(cur, max, tc_now_ns() - t0), memory_order_relaxed);
   atomic_fetch_sub(&waiting, 1);
   (*inflight)--;
@@ -103,11 +105,14 @@ tc_objstore_run(const struct tc_objstore *os, struct tc_objop *ops, size_t n, si
   if (sem_init(&w.done, 0, 0) < 0)
     return -errno;
   size_t inflight = 0;
+  bool flush = false;
+  for (size_t i = 0; i < n; i++)
+    flush |= ops[i].code == TC_OBJ_SYNC;
   for (size_t i = 0; i < n; i++) {
     if (ops[i].len == 0 && ops[i].code != TC_OBJ_SYNC)
       continue;
     while (max_inflight && inflight >= max_inflight)
-      take_one(&w, &inflight);
+      take_one(&w, &inflight, flush);
     if (atomic_load(&w.error))
       break;
     ops[i].done = run_op_done;
@@ -123,7 +128,7 @@ tc_objstore_run(const struct tc_objstore *os, struct tc_objop *ops, size_t n, si
   }
   /* What was submitted still completes, into this stack frame. */
   while (inflight > 0)
-    take_one(&w, &inflight);
+    take_one(&w, &inflight, flush);
   sem_destroy(&w.done);
   return atomic_load(&w.error);
 }

@@ -54,6 +54,7 @@ struct tc_evloop {
   int stop;
   uint64_t poll_ns;          /* poll at most this long (yielding) before blocking, 0: never */
   uint64_t poll_cur_ns;      /* the window now (poll_window.h), <= poll_ns */
+  int poll_hold;             /* > 0: a flush is awaited, poll the whole poll_ns */
 };
 
 uint64_t
@@ -74,7 +75,13 @@ tc_evloop_set_poll_us(struct tc_evloop *l, unsigned us)
 uint64_t
 tc_evloop_poll_window_ns(const struct tc_evloop *l)
 {
-  return l->poll_cur_ns;
+  return l->poll_hold ? l->poll_ns : l->poll_cur_ns;
+}
+
+void
+tc_evloop_poll_hold(struct tc_evloop *l, int delta)
+{
+  l->poll_hold += delta;
 }
 
 uint64_t
@@ -358,14 +365,15 @@ tc_evloop_run_once(struct tc_evloop *l, int timeout_ms)
     /* Nothing ready: look again, yielding the CPU between looks, for the
      * poll window before blocking (tc_evloop_set_poll_us), then adapt the
      * window to how long this idle period lasted. */
-    uint64_t t0 = tc_now_ns(), cur = l->poll_cur_ns;
+    uint64_t t0 = tc_now_ns(), cur = l->poll_hold ? l->poll_ns : l->poll_cur_ns;
     while (n == 0 && cur && tc_now_ns() - t0 < cur) {
       sched_yield();
       n = epoll_wait(l->epfd, evs, 64, 0);
     }
     if (n == 0)
       n = epoll_wait(l->epfd, evs, 64, timeout_ms);
-    l->poll_cur_ns = tc_poll_window_adapt(cur, l->poll_ns, tc_now_ns() - t0);
+    if (!l->poll_hold)
+      l->poll_cur_ns = tc_poll_window_adapt(cur, l->poll_ns, tc_now_ns() - t0);
   }
   if (n < 0) {
     if (errno == EINTR)

@@ -66,6 +66,12 @@ void tc_evloop_set_poll_us(struct tc_evloop *loop, unsigned us);
 /* The window the next idle round polls for: us at most, adapted to how far
  * apart events came (poll_window.h). For tests and metrics. */
 uint64_t tc_evloop_poll_window_ns(const struct tc_evloop *loop);
+/* Loop thread only: +1 while a flush (a store commit, a SYNC) is awaited,
+ * -1 when it ended. Meanwhile the loop polls the whole idle_poll_us and
+ * leaves its window as it was: a flush outlasts any window, yet on a VM
+ * the vCPUs kept awake for its first part made flushes 15-20% faster
+ * (bench/README.md, 2026-12-05), which the adaptation cannot see. */
+void tc_evloop_poll_hold(struct tc_evloop *loop, int delta);
 #define TC_IDLE_POLL_US_MAX 10000   /* option idle_poll_us: 0..this */
 
 /* Monotonic milliseconds, nanoseconds. */
