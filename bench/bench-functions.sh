@@ -74,3 +74,28 @@ serve () {
   URI="nbd+unix:///?socket=$work/$name.sock"
 }
 
+
+# serve_case a|c: the cluster and image of case (a) plain/none or (c)
+# XTS + gcm, served by nbdkit; sets name (the cluster's folder), img
+# (nbdkit's pid file stem) and label, besides CONF and URI.
+serve_case () {
+  case $1 in
+    a) cluster plain 0 none; name=plain img=a label="(a) plain, none"
+       TROMCHO_CONFIG=$CONF tromcho create a -s 1G >/dev/null
+       serve a "$CONF" a ;;
+    c) cluster sealed 1 gcm; name=sealed img=c label="(c) xts, gcm"
+       TROMCHO_CONFIG=$CONF tromcho create c -s 1G --enc_key auto >/dev/null
+       serve c "$CONF" c proto_checksums=gcm ;;
+    *) echo "$me: unknown case $1 (a or c)" >&2; exit 2 ;;
+  esac
+}
+
+# case_cpu_ticks NAME IMG: CPU ticks (user + system, all threads) of the
+# OSDs of cluster NAME (by data folder) and of nbdkit serving IMG
+case_cpu_ticks () {
+  local t=0 p
+  for p in $(pgrep -f "osd_data $work/$1/osd[0-9]\$") $(cat "$work/$2.pid"); do
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  echo "$t"
+}

@@ -14,27 +14,13 @@ gib=${1:-3} cases=${2:-c}
 echo "# $(date -u +%FT%TZ), $(nproc) cores, $gib GiB each way over a 1 GiB image, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown), osd ${OSD_BIN:-built}, plugin ${PLUGIN_SO:-built}"
 ticks=$(getconf CLK_TCK)
-# CPU ticks of the processes of one case: its OSDs (by data folder) and nbdkit
-cpu () {
-  local t=0 p
-  for p in $(pgrep -f "osd_data $work/$1/osd[0-9]\$") $(cat "$work/$2.pid"); do
-    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-  done
-  echo "$t"
-}
 for c in $cases; do
-  case $c in
-    a) cluster plain 0 none; name=plain img=a; TROMCHO_CONFIG=$CONF tromcho create a -s 1G >/dev/null
-       serve a "$CONF" a ;;
-    c) cluster sealed 1 gcm; name=sealed img=c; TROMCHO_CONFIG=$CONF tromcho create c -s 1G --enc_key auto >/dev/null
-       serve c "$CONF" c proto_checksums=gcm ;;
-    *) echo "$me: unknown case $c (a or c)" >&2; exit 1 ;;
-  esac
+  serve_case "$c"
   fio --name=prefill --ioengine=nbd --uri="$URI" --size=1G --rw=write --bs=1M --iodepth=4 >/dev/null 2>&1
   for rw in write read; do
-    c0=$(cpu $name $img) s0=$(date +%s%N)
+    c0=$(case_cpu_ticks $name $img) s0=$(date +%s%N)
     fio --name=x --ioengine=nbd --uri="$URI" --size=1G --io_size="${gib}G" --rw=$rw --bs=1M --iodepth=4 >/dev/null 2>&1
-    c1=$(cpu $name $img) s1=$(date +%s%N)
+    c1=$(case_cpu_ticks $name $img) s1=$(date +%s%N)
     awk -v c="($c)" -v rw="$rw" -v t=$((c1 - c0)) -v hz="$ticks" -v g="$gib" -v ns=$((s1 - s0)) \
       'BEGIN { printf "%-5s %-6s %6.3f CPU s/GiB  %7.1f MB/s\n", c, rw, t / hz / g, g * 1073741824 / (ns / 1e9) / 1e6 }'
   done

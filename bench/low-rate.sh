@@ -17,28 +17,14 @@ secs=${1:-8} cases=${2:-c} rate=${RATE:-300}
 echo "# $(date -u +%FT%TZ), $(nproc) cores, fio $secs s per pattern at QD1, $rate requests/s, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown), osd ${OSD_BIN:-built}, plugin ${PLUGIN_SO:-built}"
 ticks=$(getconf CLK_TCK)
-# CPU ticks (user + system) of the OSDs of cluster $1 and nbdkit $2
-cpu () {
-  local t=0 p
-  for p in $(pgrep -f "osd_data $work/$1/osd[0-9]\$") $(cat "$work/$2.pid"); do
-    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-  done
-  echo "$t"
-}
 for c in $cases; do
-  case $c in
-    a) cluster plain 0 none; name=plain; TROMCHO_CONFIG=$CONF tromcho create a -s 1G >/dev/null
-       serve a "$CONF" a; label="(a) plain, none" ;;
-    c) cluster sealed 1 gcm; name=sealed; TROMCHO_CONFIG=$CONF tromcho create c -s 1G --enc_key auto >/dev/null
-       serve c "$CONF" c proto_checksums=gcm; label="(c) xts, gcm" ;;
-    *) echo "low-rate.sh: unknown case $c (a or c)" >&2; exit 2 ;;
-  esac
+  serve_case "$c"
   fio --name=prefill --ioengine=nbd --uri="$URI" --size=256M --rw=write --bs=1M --iodepth=4 >/dev/null 2>&1
   for rw in ${RWS:-randwrite randread}; do
-    t0=$(cpu "$name" "$c")
+    t0=$(case_cpu_ticks "$name" "$img")
     out=$(fio --name=x --ioengine=nbd --uri="$URI" --size=256M --rw="$rw" --bs=4k --iodepth=1 \
               --rate_iops="$rate" --time_based --runtime="$secs" --output-format=json 2>/dev/null)
-    t1=$(cpu "$name" "$c")
+    t1=$(case_cpu_ticks "$name" "$img")
     echo "$out" | python3 -c '
 import json, sys
 label, rw = sys.argv[1], sys.argv[2]

@@ -26,13 +26,7 @@ perf stat -e raw_syscalls:sys_enter -- true >/dev/null 2>&1 && have_perf=1
 ticks_of () { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 for c in $cases; do
-  case $c in
-    a) cluster plain 0 none; name=plain; TROMCHO_CONFIG=$CONF tromcho create a -s 1G >/dev/null
-       serve a "$CONF" a; label="(a) plain, none" ;;
-    c) cluster sealed 1 gcm; name=sealed; TROMCHO_CONFIG=$CONF tromcho create c -s 1G --enc_key auto >/dev/null
-       serve c "$CONF" c proto_checksums=gcm; label="(c) xts, gcm" ;;
-    *) echo "per-op.sh: unknown case $c (a or c)" >&2; exit 2 ;;
-  esac
+  serve_case "$c"
   fio --name=prefill --ioengine=nbd --uri="$URI" --size=1G --rw=write --bs=1M --iodepth=4 >/dev/null 2>&1
   nbd=$(cat "$work/$c.pid")
   osds=$(pgrep -f "osd_data $work/$name/osd[0-9]\$" | tr '\n' ' ')
