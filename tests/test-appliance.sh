@@ -34,8 +34,46 @@ out=$(timeout 60 "$top_srcdir/appliance" up --dir "$DIR" --port "$PORT" --listen
 echo "$out" | grep -q "refusing to serve NBD on 0.0.0.0 without TLS" || fail "no refusal message: $out"
 [ -e "$DIR" ] && fail "the refused up left $DIR behind"
 
+out=$(timeout 60 "$top_srcdir/appliance" up --dir "$DIR" --port "$PORT" --connections 08 2>&1) &&
+  fail "up --connections 08 started"
+echo "$out" | grep -q "connections wants a number of NBD clients" || fail "no message for a bad --connections: $out"
+
 up
 grep -q "nbd://127.0.0.1:$PORT/demo" "$LOG" || fail "the URI is not printed"
+grep -q "at most 8 clients at once" "$LOG" || fail "the connection limit is not printed"
+# nbdkit's memory is bounded by its connections (each may hold 16 worker
+# threads' request buffers): eight are served at once, a ninth is refused
+# until one of them closes.
+PYNBD=python3
+/usr/bin/python3 -c 'import nbd' 2>/dev/null && PYNBD=/usr/bin/python3
+$PYNBD - "nbd://127.0.0.1:$PORT/demo" <<'PY' || fail "the appliance's nbdkit does not hold to 8 connections"
+import nbd, sys, time
+uri = sys.argv[1]
+held = []
+for i in range(8):
+    h = nbd.NBD()
+    h.connect_uri(uri)
+    held.append(h)
+for h in held:
+    assert h.pread(4096, 0) is not None
+extra = nbd.NBD()
+try:
+    extra.connect_uri(uri)
+    sys.exit("a ninth connection was served")
+except nbd.Error:
+    pass
+held.pop().shutdown()
+for i in range(100):
+    h = nbd.NBD()
+    try:
+        h.connect_uri(uri)
+        break
+    except nbd.Error:
+        time.sleep(0.1)
+else:
+    sys.exit("no connection served after one of the eight closed")
+assert h.get_size() == 1 << 30
+PY
 [ "$(nbdinfo --size "nbd://127.0.0.1:$PORT/demo")" = $((1 << 30)) ] || fail "demo is not 1 GiB"
 TROMCHO_CONFIG=$DIR/tromcho.conf "$top_builddir/cli/tromcho" info demo --json |
   python3 -c 'import json,sys; assert json.load(sys.stdin)["encrypted"]' || fail "demo is not encrypted"
