@@ -25,8 +25,9 @@ log_alloc(const struct tc_ulog *log, size_t n)
  * its sync unmaps them, and new mappings cost nbdkit ~7% of all CPU under
  * 1 MiB writes (page faults, zeroing the pages, munmap's TLB shootdowns;
  * perf, 2026-12-03). A pool of 16 MiB still mapped half of them anew: a
- * SYNC frees up to the whole dirty window (64 MiB); with 64 MiB 1 MiB
- * writes went 6-12% faster (bench/README.md). Process-wide and under a
+ * SYNC frees up to the whole dirty window (then 64 MiB); with 64 MiB 1 MiB
+ * writes went 6-12% faster (bench/README.md). The pool follows the
+ * window's default, 32 MiB since 2026-12-06. Process-wide and under a
  * lock: records are made on the callers' threads and freed on the
  * client's loop, of any client. */
 #define POOL_SLOTS (TC_ULOG_POOL_BYTES / MAP_MIN)

@@ -63,9 +63,9 @@ void tc_ulog_release(struct tc_ulog_entry *e);
 
 /* Freed data buffers of 64 KiB or more are kept for the next records of the
  * same size, process-wide, up to this many bytes: the default
- * client_max_dirty_bytes, so a whole dirty window freed by a SYNC comes
- * back for the next one's records. */
-#define TC_ULOG_POOL_BYTES (64u << 20)
+ * client_max_dirty_bytes (tc_options.c), so a whole dirty window freed by a
+ * SYNC comes back for the next one's records. */
+#define TC_ULOG_POOL_BYTES (32u << 20)
 
 /* Unmap the pool's buffers if none was taken or given back since the
  * previous call: the cluster client calls it every 30 s (its map thread),

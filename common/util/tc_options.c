@@ -73,7 +73,7 @@ const struct tc_opt_def tc_options[] = {
   { "client_op_timeout", TC_OPT_INT, "120", "cluster client: seconds an operation keeps retrying (OSD lost, PG moving) before it fails" },
   { "client_retry_interval", TC_OPT_INT, "100", "cluster client: ms between retries of an operation that waits for an OSD or a new map" },
   { "idle_poll_us", TC_OPT_INT, "200", "tromcho-osd and the cluster client (nbdkit tromcho, tromcho-fuse, the CLI): microseconds an event loop, and a caller waiting alone for its I/O, keep looking for work (yielding the CPU to any thread that has some) before they sleep; on a VM the wake-up of a sleeping vCPU is most of a 4 KiB round trip. The longest window: each loop polls less while its idle periods last longer than this (a trickle of requests, where polling only burns CPU) and more again when they are shorter (0..10000; 0: sleep at once, for hosts where idle CPU matters more than latency)" },
-  { "client_max_dirty_bytes", TC_OPT_INT, "64M", "cluster client: the write window: bytes of writes in flight plus unsynced ones kept for replay after an OSD loss; a write waits for room, a background sync starts at half" },
+  { "client_max_dirty_bytes", TC_OPT_INT, "32M", "cluster client: the write window: bytes of writes in flight plus unsynced ones kept for replay after an OSD loss; a write waits for room, a background sync starts at half" },
   /* image encryption */
   { "vault_url", TC_OPT_STRING, NULL, "Vault/OpenBao base URL for vault:<ID> keys" },
   { "vault_ca", TC_OPT_STRING, NULL, "CA of the Vault server" },
