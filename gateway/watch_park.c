@@ -20,6 +20,12 @@ struct watch_park {
   pthread_mutex_t mu;
   struct park_entry head;    /* circular list of parked entries */
   int count;
+  /* Resumes under way: entries unparked under mu whose MHD_resume_connection
+   * has not returned yet. watch_park_stop waits for none, so that no
+   * connection is still suspended (libmicrohttpd aborts the process) or
+   * resumed at all once MHD_stop_daemon runs. */
+  int resuming;
+  pthread_cond_t resumed;
   bool stopping, stop_thread;
   pthread_t thread;
 };
@@ -44,15 +50,22 @@ unpark(struct watch_park *p, struct park_entry *e)
 }
 
 /* Resume a chain of unparked entries (linked by next), outside p->mu: MHD
- * takes its own locks. Each stays suspended until then, so it is not freed. */
+ * takes its own locks. Each stays suspended until then, so it is not freed.
+ * The caller counted the chain in p->resuming (under p->mu) when it
+ * unparked it; a NULL chain was not counted. */
 static void
-resume_chain(struct park_entry *e)
+resume_chain(struct watch_park *p, struct park_entry *e)
 {
+  if (!e)
+    return;
   while (e) {
     struct park_entry *n = e->next;
     MHD_resume_connection(e->conn);
     e = n;
   }
+  SCOPED_LOCK(&p->mu);
+  if (--p->resuming == 0)
+    pthread_cond_broadcast(&p->resumed);
 }
 
 static void *
@@ -86,8 +99,10 @@ park_thread(void *arg)
           ready = e;
         }
       }
+      if (ready)
+        p->resuming++;
     }
-    resume_chain(ready);
+    resume_chain(p, ready);
   }
   return NULL;
 }
@@ -103,8 +118,10 @@ watch_park_start(struct kvs *s)
   p->s = s;
   p->head.next = p->head.prev = &p->head;
   pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->resumed, NULL);
   int rc = pthread_create(&p->thread, NULL, park_thread, p);
   if (rc) {
+    pthread_cond_destroy(&p->resumed);
     pthread_mutex_destroy(&p->mu);
     free(p);
     tc_error(rc, "gateway: starting the watch thread: %s", strerror(rc));
@@ -153,8 +170,10 @@ watch_park_wake(struct watch_park *p, struct park_entry *e)
       return;
     }
     unpark(p, e);
+    e->next = NULL;
+    p->resuming++;
   }
-  MHD_resume_connection(e->conn);
+  resume_chain(p, e);
 }
 
 void
@@ -180,8 +199,15 @@ watch_park_stop(struct watch_park *p)
       e->next = ready;
       ready = e;
     }
+    if (ready)
+      p->resuming++;
   }
-  resume_chain(ready);
+  resume_chain(p, ready);
+  /* The park thread or a waker may have unparked entries just before and
+   * be resuming them now: wait for them too. */
+  SCOPED_LOCK(&p->mu);
+  while (p->resuming > 0)
+    pthread_cond_wait(&p->resumed, &p->mu);
 }
 
 void
@@ -197,6 +223,7 @@ watch_park_free(struct watch_park *p)
   if (p->s)
     kvs_wake_all(p->s);
   pthread_join(p->thread, NULL);
+  pthread_cond_destroy(&p->resumed);
   pthread_mutex_destroy(&p->mu);
   free(p);
 }

@@ -227,4 +227,41 @@ kill -INT "$gw_pid"
 wait "$gw_pid" || fail "gateway exited with status $? on SIGINT"
 gw_pid=
 ! grep -E "ERROR: [A-Za-z]+Sanitizer|runtime error:" "$TESTDIR/gw.log" || fail "sanitizer report in the gateway's log"
+
+# A stop while parked watches are being resumed: with a progress event
+# every second, the watch thread resumes each watch once a second, outside
+# its lock; a stop in that window once left connections suspended and
+# libmicrohttpd aborted ("MHD_stop_daemon() called while we have suspended
+# connections": a third of the rounds before the fix). 250 watches stay
+# open; SIGINT about when they are resumed (1 s after parking); 12 rounds.
+cat > "$TESTDIR/hold.py" <<'EOF'
+import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+body = b'{"create_request":{"key":"d2F0Y2g="}}'
+req = b"POST /v3/watch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+for s in socks:
+    s.sendall(req)
+print("held", flush=True)
+time.sleep(60)
+EOF
+hold_pid=
+cleanup_fn 'test -n "$hold_pid" && stop_pid "$hold_pid"'
+for round in $(seq 12); do
+  port=$(free_port)
+  url=http://127.0.0.1:$port
+  rm -rf "$TESTDIR/data"
+  : > "$TESTDIR/gw.log"
+  start_gw
+  python3 "$TESTDIR/hold.py" "$port" 250 > "$TESTDIR/hold.out" &
+  hold_pid=$!
+  wait_for grep -q held "$TESTDIR/hold.out" || fail "round $round: 250 watches were not opened"
+  sleep "$(python3 -c 'import random; print(random.uniform(0.9, 1.2))')"
+  kill -INT "$gw_pid"
+  wait "$gw_pid" || fail "round $round: gateway exited with status $? on SIGINT with 250 watches parked: $(tail -2 "$TESTDIR/gw.log")"
+  gw_pid=
+  kill "$hold_pid" 2>/dev/null || true
+  wait "$hold_pid" 2>/dev/null || true
+  hold_pid=
+done
 echo PASS
