@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tap.h"
+#include "tc_config.h"
 #include "unsynced_log.h"
 
 #define S 4096
@@ -507,6 +508,21 @@ test_versions(void)
   free(a);
 }
 
+/* The pool is sized to hold one default write window (unsynced_log.h):
+ * the two figures must move together. */
+static void
+test_pool_is_the_default_window(void)
+{
+  const struct tc_opt_def *o = tc_option_find("client_max_dirty_bytes");
+  CHECK(o && o->defval, "client_max_dirty_bytes has a default");
+  if (!o || !o->defval)
+    return;
+  int64_t window = tc_parse_size(o->defval);
+  CHECK(window == (int64_t) TC_ULOG_POOL_BYTES,
+        "the pool (%u bytes) holds the default client_max_dirty_bytes (%s = %" PRId64 " bytes)",
+        (unsigned) TC_ULOG_POOL_BYTES, o->defval, window);
+}
+
 int
 main(void)
 {
@@ -520,5 +536,6 @@ main(void)
   test_mapped_reuse();
   test_pool_holds_a_dirty_window();
   test_pool_idle_trim();
+  test_pool_is_the_default_window();
   return DONE();
 }
