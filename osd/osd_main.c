@@ -243,6 +243,10 @@ main(int argc, char **argv)
     fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
     goto out;
   }
+  /* Before any thread starts: the store's and the KV client's threads
+   * inherit the policy (tune.h). */
+  if (tc_config_bool(cfg, "sched_batch") && tc_tune_sched_batch() < 0)
+    tc_warn("tromcho-osd: %s", tc_last_error());
   if (!tc_config_given(cfg, "osd_num") || tc_config_int(cfg, "osd_num") <= 0) {
     fprintf(stderr, "tromcho-osd: --osd_num N (a positive number) is required\n");
     goto out;

@@ -12,6 +12,7 @@
 #include "cluster_int.h"
 #include "error.h"
 #include "log.h"
+#include "tune.h"
 
 void
 tc_cluster_stats(struct tc_cluster *cl, struct tc_cluster_stats *st)
@@ -27,6 +28,8 @@ static void *
 io_main(void *arg)
 {
   struct tc_cluster *cl = arg;
+  if (cl->sched_batch && tc_tune_sched_batch() < 0)
+    tc_warn("cluster: %s", tc_last_error());
   if (tc_evloop_run(cl->loop) < 0)
     tc_err("cluster: the I/O loop failed: %s", tc_last_error());
   return NULL;
@@ -85,6 +88,8 @@ tc_cluster_new(const struct tc_config *cfg, struct tc_kv *kv)
     goto fail;
   tc_evloop_set_poll_us(cl->loop, (unsigned) poll);
   tc_objstore_run_set_poll_us((unsigned) poll);
+  cl->sched_batch = tc_config_bool(cfg, "sched_batch");
+  tc_objstore_run_set_sched_batch(cl->sched_batch);
   if (!(cl->msgr = tc_msgr_new_from_config(cl->loop, cfg, 0)))
     goto fail;
   int e = pthread_create(&cl->io_thread, NULL, io_main, cl);

@@ -92,6 +92,7 @@ struct tc_cluster {
   struct tc_kv *kv;
   char *prefix;
   uint64_t op_timeout_ms, retry_ms;
+  bool sched_batch;              /* option sched_batch: the I/O thread under SCHED_BATCH */
 
   struct tc_evloop *loop;
   pthread_t io_thread;

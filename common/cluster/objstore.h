@@ -102,5 +102,9 @@ int tc_objstore_run(const struct tc_objstore *os, struct tc_objop *ops, size_t n
  * default: sleep at once), less while its waits last longer than that
  * (common/util/poll_window.h). */
 void tc_objstore_run_set_poll_us(unsigned us);
+/* Process-wide: each thread calling tc_objstore_run puts itself under
+ * SCHED_BATCH at its first call (option sched_batch, set by the cluster
+ * client; tc_tune_sched_batch in common/util/tune.h). */
+void tc_objstore_run_set_sched_batch(bool on);
 
 #endif

@@ -7,9 +7,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sched.h>
+#include "error.h"
 #include "evloop.h"
 #include "objstore.h"
+#include "log.h"
 #include "poll_window.h"
+#include "tune.h"
 
 /* A caller that is the only one waiting polls its completion for up to
  * poll_ns (tc_objstore_run_set_poll_us; option idle_poll_us) before it
@@ -36,6 +39,28 @@ tc_objstore_run_set_poll_us(unsigned us)
 {
   atomic_store(&poll_ns, (uint64_t) us * 1000);
   atomic_store(&poll_cur_ns, (uint64_t) us * 1000);
+}
+
+/* Whether callers go under SCHED_BATCH, and whether this thread has. */
+static atomic_bool batch_callers;
+static _Thread_local bool batched;
+
+void
+tc_objstore_run_set_sched_batch(bool on)
+{
+  atomic_store(&batch_callers, on);
+}
+
+/* Once per thread: nbdkit's and FUSE's workers are created by the front
+ * end's framework, so they are reached here, at their first I/O. */
+static void
+batch_caller(void)
+{
+  if (batched || !atomic_load_explicit(&batch_callers, memory_order_relaxed))
+    return;
+  batched = true;
+  if (tc_tune_sched_batch() < 0)
+    tc_warn("%s", tc_last_error());
 }
 
 
@@ -100,6 +125,7 @@ int
 tc_objstore_run(const struct tc_objstore *os, struct tc_objop *ops, size_t n, size_t max_inflight,
                 tc_objstore_progress_fn fn, void *arg)
 {
+  batch_caller();
   struct run_wait w;
   atomic_init(&w.error, 0);
   if (sem_init(&w.done, 0, 0) < 0)

@@ -1,8 +1,13 @@
 #include <config.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
 #include <malloc.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
+#include "error.h"
 #include "tune.h"
 
 void
@@ -39,4 +44,14 @@ tc_tune_release(void)
   struct mallinfo2 mi = mallinfo2();
   if (mi.fordblks > TC_TUNE_KEEP_FREE)
     malloc_trim(TC_TUNE_KEEP_FREE / 4);
+}
+
+int
+tc_tune_sched_batch(void)
+{
+  struct sched_param sp = { .sched_priority = 0 };
+  int e = pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+  if (e)
+    return tc_error(e, "option sched_batch: cannot put the thread under SCHED_BATCH: %s", strerror(e));
+  return 0;
 }

@@ -20,4 +20,12 @@ void tc_tune_malloc(void);
  * trimmed by themselves). Cheap to call often: looks at most once a second. */
 void tc_tune_release(void);
 
+/* Put the calling thread under SCHED_BATCH (sched(7); option sched_batch):
+ * woken, it does not preempt the thread running on its CPU. On two vCPUs
+ * shared by nbdkit's workers, the client's I/O thread and the OSDs, each
+ * reply the I/O thread hands to a worker otherwise preempted it in the
+ * middle of its batch (bench/README.md, 2026-12-06). Threads the caller
+ * creates afterwards inherit the policy. 0, or -1 with tc_error set. */
+int tc_tune_sched_batch(void);
+
 #endif
