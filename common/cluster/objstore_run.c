@@ -52,15 +52,16 @@ tc_objstore_run_set_sched_batch(bool on)
 }
 
 /* Once per thread: nbdkit's and FUSE's workers are created by the front
- * end's framework, so they are reached here, at their first I/O. */
+ * end's framework, so they are reached here, at their first I/O. Where the
+ * policy is refused (a seccomp filter), one warning and no more attempts. */
 static void
 batch_caller(void)
 {
   if (batched || !atomic_load_explicit(&batch_callers, memory_order_relaxed))
     return;
   batched = true;
-  if (tc_tune_sched_batch() < 0)
-    tc_warn("%s", tc_last_error());
+  if (tc_tune_sched_batch() < 0 && atomic_exchange(&batch_callers, false))
+    tc_warn("%s (the threads keep their policy)", tc_last_error());
 }
 
 
