@@ -45,7 +45,10 @@ for n in 3 1 2; do
 done
 touch "$STOP"
 wait $LOAD || { cat "$TESTDIR/load.log"; grep -i "replay" "$TESTDIR/srv.log" | tail -n 5
-  grep -h " \(error\|warning\):" "$TESTDIR"/osd*/log "$TESTDIR/srv.log" | tail -n 20; fail "a replayed write landed over a newer one (or an I/O error)"; }
+  grep -h " \(error\|warning\):" "$TESTDIR"/osd*/log "$TESTDIR/srv.log" | tail -n 20
+  # the fence (osd/README.md, Missing / limits): who locked, who was refused
+  grep -H "refused\|SEC_LOCK\|primary" "$TESTDIR"/osd*/log | tail -n 30
+  fail "a replayed write landed over a newer one (or an I/O error)"; }
 cat "$TESTDIR/load.log"
 grep -q " 0 wrong" "$TESTDIR/load.log" || fail "blocks do not hold their last write"
 replays=$(grep -c "replaying [0-9]* unsynced writes" "$TESTDIR/srv.log")
