@@ -166,6 +166,7 @@ struct osd_kvstate {
   struct osd_image *images;  /* sorted by inode */
   size_t n_images;
   int64_t inode_rev;         /* the KV revision /config/inode/ was read at */
+  int64_t pgcfg_rev;         /* /pg/config's mod_revision: orders SEC_LOCKs */
   uint64_t *osd_ids;         /* /osd/state keys present and their mod_revision */
   int64_t *osd_revs;
   size_t n_osds;
@@ -195,11 +196,14 @@ struct osd_events {
 };
 
 /* SEC_LOCK on a secondary: only the connection that locked a PG last may
- * send SEC_WRITEs of that PG (a deposed primary is fenced off). */
+ * send SEC_WRITEs of that PG (a deposed primary is fenced off). Locks are
+ * ordered by the KV revision of the PG configuration the primary peered
+ * at: an older one is refused, so a primary that peered on a map the
+ * cluster has left cannot take a PG from the one the newer map chose. */
 struct osd_lock {
   uint64_t pool;
   uint32_t pg;
-  uint64_t epoch;
+  uint64_t epoch;              /* the holder's /pg/config revision */
   struct osd_client *holder;   /* referenced */
 };
 
@@ -443,6 +447,12 @@ void osd_recovery_now(struct osd *o, struct osd_pg *pg, struct osd_obj *ob);
 /* ---- peering (osd_peering.c) ---- */
 void osd_peering_update(struct osd *o);        /* after a map change */
 void osd_pg_repeer(struct osd *o, struct osd_pg *pg);
+/* The member in slot answered a SEC_WRITE/SEC_DELETE of b's PG with -EBUSY: another
+ * connection took the PG's lock there (a primary peering on an older map
+ * whose SEC_LOCK came in late, or a connection of ours that was replaced).
+ * Peer again (once per peering), which takes the lock back unless the
+ * holder's PG configuration is newer than ours. */
+void osd_pg_lock_lost(const struct osd_op_base *b, int slot);
 void osd_pg_drop_all(struct osd *o);
 /* The events (struct osd_events) peering handles. */
 void osd_peering_kv_changed(struct osd *o);

@@ -249,6 +249,7 @@ load_map(struct osd *o, struct osd_kvstate *s)
     lens[s->n_osds] = st.kvs[i].value_len;
     s->n_osds++;
   }
+  s->pgcfg_rev = pgc.n_kvs ? pgc.kvs[0].mod_revision : 0;
   s->map = tc_map_build(pools.n_kvs ? (const char *) pools.kvs[0].value : NULL,
                         pools.n_kvs ? pools.kvs[0].value_len : 0,
                         pgc.n_kvs ? (const char *) pgc.kvs[0].value : NULL, pgc.n_kvs ? pgc.kvs[0].value_len : 0,

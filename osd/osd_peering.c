@@ -137,7 +137,11 @@ lock_done(struct tc_msgr_req *req, int err, void *arg)
 }
 
 /* Listings merged: take the write lock of the PG on every member (so a
- * deposed primary's SEC_WRITEs are refused there), then activate. */
+ * deposed primary's SEC_WRITEs are refused there), then activate. The
+ * lock carries the revision of the PG configuration this peering used:
+ * a member refuses it if a primary of a newer configuration holds the PG
+ * (that one's SEC_LOCK may arrive before ours), and a member that answers
+ * -ESTALE counts as down until the next peering. */
 static void
 peering_finish(struct osd *o, struct osd_pg *pg)
 {
@@ -146,6 +150,7 @@ peering_finish(struct osd *o, struct osd_pg *pg)
   if (pg->state == PG_INCOMPLETE)
     return;
   uint64_t epoch = pg->epoch, instance = pg->instance, pool = pg->pool;
+  uint64_t lock_rev = o->ks && o->ks->pgcfg_rev > 0 ? (uint64_t) o->ks->pgcfg_rev : 0;
   uint32_t pgn = pg->pg;
   pg->locks_pending = 1;
   for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
@@ -169,7 +174,7 @@ peering_finish(struct osd *o, struct osd_pg *pg)
     l->instance = instance;
     l->epoch = epoch;
     l->slot = s;
-    l->req.hdr = tc_osd_lock_hdr(pool, pgn, pg->pg_count, epoch);
+    l->req.hdr = tc_osd_lock_hdr(pool, pgn, pg->pg_count, lock_rev);
     l->req.done = lock_done;
     l->req.arg = l;
     pg->locks_pending++;
@@ -314,6 +319,17 @@ osd_pg_repeer(struct osd *o, struct osd_pg *pg)
            pg->epoch);
   if (pg->inflight == 0)
     peering_start(o, pg);
+}
+
+void
+osd_pg_lock_lost(const struct osd_op_base *b, int slot)
+{
+  struct osd_pg *pg = osd_op_pg(b);
+  if (!pg || pg->epoch != b->epoch || pg->state != PG_ACTIVE || slot < 0 || slot >= TC_MAX_PG_SIZE)
+    return;   /* peering again already */
+  tc_warn("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 ": osd %" PRIu64 " says another primary holds its lock; peering again",
+          b->o->osd_num, pg->pool, pg->pg, pg->osd_set[slot]);
+  osd_pg_repeer(b->o, pg);
 }
 
 static void

@@ -117,6 +117,8 @@ wop_sub_done(struct tc_msgr_req *req, int err, void *arg)
   }
   else if (st < 0) {
     wop_stale(w, w->slots[i]);
+    if (st == -EBUSY && !err)
+      osd_pg_lock_lost(&w->b, w->slots[i]);
     if (!err)
       tc_warn("osd %" PRIu64 ": %s of inode %#" PRIx64 " offset %" PRIu64 " on a secondary failed: %s",
               o->osd_num, tc_osd_op_name(req->hdr.opcode), w->b.inode, w->b.offset, strerror(-st));

@@ -95,6 +95,8 @@ push_done(struct tc_msgr_req *req, int err, void *arg)
   free(req->reply_payload);
   if (st >= 0)
     rec_target_ok(r, r->slots[i]);
+  else if (st == -EBUSY && !err)
+    osd_pg_lock_lost(&r->b, r->slots[i]);
   else
     tc_warn("osd %" PRIu64 ": recovery of inode %#" PRIx64 " offset %" PRIu64 " to a member failed: %s",
             r->b.o->osd_num, r->b.inode, r->b.offset, strerror(-st));

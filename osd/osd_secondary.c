@@ -111,6 +111,12 @@ sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
     return tc_error(ENOMEM, "out of memory");
   for (size_t i = 0; i < o->n_locks; i++)
     if (o->locks[i].pool == pool && o->locks[i].pg == r->pg) {
+      if (r->epoch < o->locks[i].epoch) {
+        osd_client_put(cl);
+        return tc_error(ESTALE, "pg %" PRIu64 "/%" PRIu32 " stays locked: %s peered at KV revision %" PRIu64
+                        ", the lock holder at %" PRIu64, pool, r->pg, tc_msgr_conn_peername(c), r->epoch,
+                        o->locks[i].epoch);
+      }
       osd_client_put(o->locks[i].holder);
       o->locks[i].holder = cl;
       o->locks[i].epoch = r->epoch;

@@ -100,9 +100,13 @@
  *   SEC_DELETE      as DELETE, with the version (protocol 1 sent the
  *                   length as an 8-byte payload; now it is len).
  *   SEC_SYNC        make this OSD's store durable.
- *   SEC_LOCK        lock view: pool, pg of pg_count, epoch = the primary's
- *                   peering epoch: this OSD takes SEC_WRITEs of that PG only
- *                   from the caller's connection until the next SEC_LOCK.
+ *   SEC_LOCK        lock view: pool, pg of pg_count, epoch = the KV
+ *                   revision of the PG configuration (/pg/config's
+ *                   mod_revision) the primary peered at: this OSD takes
+ *                   SEC_WRITEs of that PG only from the caller's connection
+ *                   until the next SEC_LOCK. A SEC_LOCK at an older
+ *                   revision than the lock held gets -ESTALE (a primary
+ *                   peering on a map the cluster has left).
  *                   A SEC_WRITE, SEC_WRITE_STABLE or SEC_DELETE of a locked
  *                   PG on another connection gets -EBUSY (a deposed primary).
  *   SEC_STABILIZE, SEC_ROLLBACK: reserved for two-phase (EC) writes; OSDs
