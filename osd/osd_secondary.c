@@ -106,6 +106,12 @@ static int
 sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
 {
   uint64_t pool = r->pool;
+  /* A lock from beyond the KV's revision would shut the rightful primary
+   * out for good: only revisions the KV has reached (read it once more). */
+  if (!o->ks || (uint64_t) o->ks->pgcfg_rev < r->epoch)
+    if (osd_kv_reload(o) < 0 || !o->ks || (uint64_t) o->ks->pgcfg_rev < r->epoch)
+      return tc_error(EINVAL, "SEC_LOCK of pg %" PRIu64 "/%" PRIu32 " from %s at KV revision %" PRIu64
+                      ", which /pg/config has not reached", pool, r->pg, tc_msgr_conn_peername(c), r->epoch);
   struct osd_client *cl = osd_client_get(c);
   if (!cl)
     return tc_error(ENOMEM, "out of memory");

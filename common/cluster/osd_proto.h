@@ -106,7 +106,8 @@
  *                   SEC_WRITEs of that PG only from the caller's connection
  *                   until the next SEC_LOCK. A SEC_LOCK at an older
  *                   revision than the lock held gets -ESTALE (a primary
- *                   peering on a map the cluster has left).
+ *                   peering on a map the cluster has left), one beyond
+ *                   /pg/config's revision in the KV -EINVAL.
  *                   A SEC_WRITE, SEC_WRITE_STABLE or SEC_DELETE of a locked
  *                   PG on another connection gets -EBUSY (a deposed primary).
  *   SEC_STABILIZE, SEC_ROLLBACK: reserved for two-phase (EC) writes; OSDs
