@@ -57,7 +57,7 @@ struct osd_req {
   uint64_t pool, epoch;     /* SEC_LOCK (inode = the pool's first inode) */
   uint64_t bitmap;          /* SEC_WRITE_STABLE */
   const uint8_t *data;      /* WRITE/SEC_WRITE/SEC_WRITE_STABLE payload data */
-  uint64_t claim_osd;       /* SHOW_CONFIG: the OSD the caller claims to be (0: none) */
+  uint64_t claim_osd;       /* SHOW_CONFIG, SEC_LOCK: the OSD the caller claims to be (0: none) */
   struct tc_osd_write_if cond;   /* WRITE_IF: what the sector must still hold */
   bool fua;                 /* TC_OSD_FLAG_FUA: durable before the reply (writes and deletes only) */
   uint64_t replay_version;  /* TC_OSD_FLAG_REPLAY: write only if the object's version is below (0: not a replay) */
@@ -204,6 +204,7 @@ struct osd_lock {
   uint64_t pool;
   uint32_t pg;
   uint64_t epoch;              /* the holder's /pg/config revision */
+  uint64_t primary;            /* the OSD the holder said it is (0: not said) */
   struct osd_client *holder;   /* referenced */
 };
 

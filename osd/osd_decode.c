@@ -183,6 +183,7 @@ osd_req_decode(const struct tc_frame_hdr *hdr, const void *payload, uint32_t blo
     r->pool = h.lock.pool;
     r->inode = TC_INODE(h.lock.pool, 0);
     r->epoch = h.lock.epoch;
+    r->claim_osd = h.lock.primary;
     return pg_filter(r, h.lock.pg, h.lock.pg_count, err, errlen);
   case TC_OP_SCRUB:
     if (hdr->len)

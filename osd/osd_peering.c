@@ -174,7 +174,8 @@ peering_finish(struct osd *o, struct osd_pg *pg)
     l->instance = instance;
     l->epoch = epoch;
     l->slot = s;
-    l->req.hdr = tc_osd_lock_hdr(pool, pgn, pg->pg_count, lock_rev);
+    l->req.hdr = tc_osd_lock_hdr(pool, pgn, pg->pg_count, lock_rev,
+                                 o->osd_num <= UINT32_MAX ? (uint32_t) o->osd_num : 0);
     l->req.done = lock_done;
     l->req.arg = l;
     pg->locks_pending++;

@@ -102,6 +102,17 @@ sec_sync(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, 
   }
 }
 
+/* The primary of pool/pg in this OSD's map if the map is newer than rev
+ * and names someone other than primary (0: not said, or not deposed). */
+static uint64_t
+deposed_by(struct osd *o, uint64_t pool, uint32_t pg, uint64_t rev, uint64_t primary)
+{
+  if (!primary || !o->ks || !o->ks->map || (uint64_t) o->ks->pgcfg_rev <= rev)
+    return 0;
+  const struct tc_pg_info *pi = tc_map_pg(o->ks->map, pool, pg);
+  return pi && pi->primary != primary ? pi->primary : 0;
+}
+
 static int
 sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
 {
@@ -112,6 +123,11 @@ sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
     if (osd_kv_reload(o) < 0 || !o->ks || (uint64_t) o->ks->pgcfg_rev < r->epoch)
       return tc_error(EINVAL, "SEC_LOCK of pg %" PRIu64 "/%" PRIu32 " from %s at KV revision %" PRIu64
                       ", which /pg/config has not reached", pool, r->pg, tc_msgr_conn_peername(c), r->epoch);
+  uint64_t successor = deposed_by(o, pool, r->pg, r->epoch, r->claim_osd);
+  if (successor)
+    return tc_error(ESTALE, "SEC_LOCK of pg %" PRIu64 "/%" PRIu32 " refused: osd %" PRIu64 " (%s) peered at KV revision %"
+                    PRIu64 ", the PG's primary at %" PRId64 " is osd %" PRIu64, pool, r->pg, r->claim_osd,
+                    tc_msgr_conn_peername(c), r->epoch, o->ks->pgcfg_rev, successor);
   struct osd_client *cl = osd_client_get(c);
   if (!cl)
     return tc_error(ENOMEM, "out of memory");
@@ -126,18 +142,21 @@ sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
       osd_client_put(o->locks[i].holder);
       o->locks[i].holder = cl;
       o->locks[i].epoch = r->epoch;
+      o->locks[i].primary = r->claim_osd;
       return 0;
     }
   if (tc_grow(&o->locks, &o->locks_cap, o->n_locks + 1, sizeof *o->locks, 16) < 0) {
     osd_client_put(cl);
     return tc_error(ENOMEM, "out of memory");
   }
-  o->locks[o->n_locks++] = (struct osd_lock) { .pool = pool, .pg = r->pg, .epoch = r->epoch, .holder = cl };
+  o->locks[o->n_locks++] = (struct osd_lock) { .pool = pool, .pg = r->pg, .epoch = r->epoch,
+                                               .primary = r->claim_osd, .holder = cl };
   return 0;
 }
 
 /* A SEC_WRITE/SEC_DELETE/SEC_WRITE_STABLE from a connection other than the
- * PG's lock holder is refused (-EBUSY): it comes from a deposed primary. */
+ * PG's lock holder is refused (-EBUSY): it comes from a deposed primary; so
+ * is one from the holder once this OSD's map names another primary. */
 static bool
 fenced(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
 {
@@ -151,6 +170,13 @@ fenced(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
       if (o->locks[i].holder != cl) {
         tc_warn("osd %" PRIu64 ": %s from %s refused: pg %" PRIu64 "/%" PRIu32 " is locked by another primary",
                 o->osd_num, tc_osd_op_name(r->op), tc_msgr_conn_peername(c), p->id, pg);
+        return true;
+      }
+      uint64_t successor = deposed_by(o, p->id, pg, o->locks[i].epoch, o->locks[i].primary);
+      if (successor) {
+        tc_warn("osd %" PRIu64 ": %s from osd %" PRIu64 " (%s) refused: pg %" PRIu64 "/%" PRIu32
+                "'s primary is osd %" PRIu64 " now", o->osd_num, tc_osd_op_name(r->op), o->locks[i].primary,
+                tc_msgr_conn_peername(c), p->id, pg, successor);
         return true;
       }
       return false;

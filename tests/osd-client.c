@@ -7,7 +7,7 @@
  *
  *   osd-client [tromcho options] COMMAND [args]
  *   raw OP --host H --port P [--inode I] [--offset O] [--len L] [--version V] [--hex-payload HEX]
- *          [--inode-last I] [--pool P] [--pg N --pg-count C] [--epoch E] [--bitmap B] [--fua]
+ *          [--inode-last I] [--pool P] [--pg N --pg-count C] [--epoch E] [--primary O] [--bitmap B] [--fua]
  *       one request to one OSD, built in its operation's view of osd_proto.h (data
  *       ops: inode offset len version; SEC_LIST: inode..inode-last, pg of pg-count;
  *       SEC_LOCK: pool, pg of pg-count, epoch; --fua: TC_OSD_FLAG_FUA); prints
@@ -365,7 +365,8 @@ cmd_raw(int argc, char **argv)
     break;
   case TC_OP_SEC_LOCK:
     op.req.hdr = tc_osd_lock_hdr(num(argc, argv, "--pool", "0"), (uint32_t) num(argc, argv, "--pg", "0"),
-                                 (uint32_t) num(argc, argv, "--pg-count", "0"), num(argc, argv, "--epoch", "0"));
+                                 (uint32_t) num(argc, argv, "--pg-count", "0"), num(argc, argv, "--epoch", "0"),
+                                 (uint32_t) num(argc, argv, "--primary", "0"));
     break;
   default:
     op.req.hdr.opcode = (uint16_t) opc;

@@ -107,7 +107,12 @@
  *                   until the next SEC_LOCK. A SEC_LOCK at an older
  *                   revision than the lock held gets -ESTALE (a primary
  *                   peering on a map the cluster has left), one beyond
- *                   /pg/config's revision in the KV -EINVAL.
+ *                   /pg/config's revision in the KV -EINVAL. primary = the
+ *                   sender's OSD number: a member whose own map is newer
+ *                   than the lock and names another primary for the PG
+ *                   refuses the lock (-ESTALE) and the holder's SEC_WRITEs
+ *                   (-EBUSY): it was deposed, whether or not its successor
+ *                   reached this member yet.
  *                   A SEC_WRITE, SEC_WRITE_STABLE or SEC_DELETE of a locked
  *                   PG on another connection gets -EBUSY (a deposed primary).
  *   SEC_STABILIZE, SEC_ROLLBACK: reserved for two-phase (EC) writes; OSDs
@@ -219,9 +224,9 @@ struct tc_osd_op_list {
 struct tc_osd_op_lock {
   TC_OSD_HDR_HEAD;
   uint64_t pool;
-  uint64_t epoch;
+  uint64_t epoch;       /* the KV revision of /pg/config the primary peered at */
   uint32_t payload_len;
-  uint32_t reserved0;
+  uint32_t primary;     /* the sender's OSD number (0: not said) */
   uint32_t pg;
   uint32_t pg_count;
   TC_OSD_HDR_TAIL;
@@ -304,10 +309,10 @@ tc_osd_list_hdr(uint64_t inode_first, uint64_t inode_last, uint32_t pg, uint32_t
 }
 
 static inline struct tc_frame_hdr
-tc_osd_lock_hdr(uint64_t pool, uint32_t pg, uint32_t pg_count, uint64_t epoch)
+tc_osd_lock_hdr(uint64_t pool, uint32_t pg, uint32_t pg_count, uint64_t epoch, uint32_t primary)
 {
   union tc_osd_hdr u = { .lock = { .opcode = TC_OP_SEC_LOCK, .pool = pool, .epoch = epoch, .pg = pg,
-                                   .pg_count = pg_count } };
+                                   .pg_count = pg_count, .primary = primary } };
   return u.frame;
 }
 
