@@ -236,6 +236,7 @@ struct osd {
   uint64_t kv_settle_ms;     /* option osd_kv_settle */
   uint64_t unknown_reload_ms; /* loop thread: last reload forced by an unknown image or user */
   uint64_t fence_reload_ms;   /* loop thread: last reload forced by a READ's fence revision */
+  uint64_t lock_reload_ms;    /* loop thread: last reload forced by a SEC_LOCK (osd_secondary.c) */
   uint64_t erofs;             /* client writes refused on a read-only inode */
   int64_t lease;
   struct tc_kv_lease_keeper *keeper;
@@ -448,6 +449,10 @@ void osd_recovery_now(struct osd *o, struct osd_pg *pg, struct osd_obj *ob);
 /* ---- peering (osd_peering.c) ---- */
 void osd_peering_update(struct osd *o);        /* after a map change */
 void osd_pg_repeer(struct osd *o, struct osd_pg *pg);
+/* Every few seconds: a PG that peered without a member that is usable now
+ * (its SEC_LIST or SEC_LOCK failed: a blip, a member whose view of the KV
+ * lagged behind ours) peers again to take it back. */
+void osd_peering_retry(struct osd *o);
 /* The member in slot answered a SEC_WRITE/SEC_DELETE of b's PG with -EBUSY: another
  * connection took the PG's lock there (a primary peering on an older map
  * whose SEC_LOCK came in late, or a connection of ours that was replaced).

@@ -155,13 +155,15 @@ on_tick(struct tc_evloop *loop, void *arg)
     return;
   /* A peer marked down that is still registered gets another chance
    * every few seconds (a network blip, not a restart). */
-  if (++o->ticks % 5 == 0)
+  if (++o->ticks % 5 == 0) {
     for (size_t i = 0; i < o->n_peers; i++)
       if (o->peers[i].down && osd_is_up(o, o->peers[i].osd_num)) {
         o->peers[i].down = false;
         o->peers[i].state_rev = 0;
         osd_peering_update(o);
       }
+    osd_peering_retry(o);
+  }
   osd_recovery_kick(o);
   osd_scrub_tick(o);
   osd_stats_tick(o);

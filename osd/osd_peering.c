@@ -323,6 +323,23 @@ osd_pg_repeer(struct osd *o, struct osd_pg *pg)
 }
 
 void
+osd_peering_retry(struct osd *o)
+{
+  for (size_t i = 0; i < o->n_pgs; i++) {
+    struct osd_pg *pg = &o->pgs[i];
+    if (pg->state == PG_PEERING || pg->my_slot < 0)
+      continue;
+    for (uint32_t s = 0; s < pg->size && s < TC_MAX_PG_SIZE; s++)
+      if ((int) s != pg->my_slot && pg->osd_set[s] && !(pg->up >> s & 1) && osd_peer_usable(o, pg->osd_set[s])) {
+        tc_info("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 ": osd %" PRIu64 " is usable but took no part in"
+                " peering; peering again", o->osd_num, pg->pool, pg->pg, pg->osd_set[s]);
+        osd_pg_repeer(o, pg);
+        break;
+      }
+  }
+}
+
+void
 osd_pg_lock_lost(const struct osd_op_base *b, int slot)
 {
   struct osd_pg *pg = osd_op_pg(b);

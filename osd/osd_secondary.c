@@ -118,11 +118,22 @@ sec_lock(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
 {
   uint64_t pool = r->pool;
   /* A lock from beyond the KV's revision would shut the rightful primary
-   * out for good: only revisions the KV has reached (read it once more). */
+   * out for good: only revisions the KV has reached (read it once more).
+   * And only PGs the map has: the lock table stays as small as the map.
+   * At most one such read every 100 ms, whatever peers send. */
+  uint64_t now = tc_now_ms();
+  bool behind = !o->ks || (uint64_t) o->ks->pgcfg_rev < r->epoch || !o->ks->map || !tc_map_pg(o->ks->map, pool, r->pg);
+  if (behind && now - o->lock_reload_ms >= 100) {
+    o->lock_reload_ms = now;
+    if (osd_kv_reload(o) < 0)
+      tc_debug("osd %" PRIu64 ": SEC_LOCK: the KV could not be read again", o->osd_num);   /* the reload warned */
+  }
   if (!o->ks || (uint64_t) o->ks->pgcfg_rev < r->epoch)
-    if (osd_kv_reload(o) < 0 || !o->ks || (uint64_t) o->ks->pgcfg_rev < r->epoch)
-      return tc_error(EINVAL, "SEC_LOCK of pg %" PRIu64 "/%" PRIu32 " from %s at KV revision %" PRIu64
-                      ", which /pg/config has not reached", pool, r->pg, tc_msgr_conn_peername(c), r->epoch);
+    return tc_error(EAGAIN, "SEC_LOCK of pg %" PRIu64 "/%" PRIu32 " from %s at KV revision %" PRIu64
+                    ", which /pg/config has not reached here", pool, r->pg, tc_msgr_conn_peername(c), r->epoch);
+  if (!o->ks->map || !tc_map_pg(o->ks->map, pool, r->pg))
+    return tc_error(ENOENT, "SEC_LOCK of pg %" PRIu64 "/%" PRIu32 " from %s: no such PG in the map", pool, r->pg,
+                    tc_msgr_conn_peername(c));
   uint64_t successor = deposed_by(o, pool, r->pg, r->epoch, r->claim_osd);
   if (successor)
     return tc_error(ESTALE, "SEC_LOCK of pg %" PRIu64 "/%" PRIu32 " refused: osd %" PRIu64 " (%s) peered at KV revision %"

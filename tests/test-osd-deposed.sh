@@ -4,7 +4,9 @@
 # primary's lock and names another primary, so the member refuses the old
 # primary's SEC_WRITEs (EBUSY) and its new SEC_LOCK (ESTALE), even while
 # the new primary has not reached it (here it does not exist at all). The
-# old primary is held on its old map by a 15 s osd_kv_settle.
+# old primary is held on its old map by a 15 s osd_kv_settle. When the PG
+# comes back to it, the member it lost at its last peering is taken back
+# by itself (the retry of osd_peering_retry), though its map never moved.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/osd-functions.sh"
@@ -41,5 +43,20 @@ echo "$out" | grep -q '^status=0 ' && fail "the deposed primary's second write w
 [ "$(ver)" = "$v1" ] || fail "osd 3's copy changed under the deposed primary: version $v1 -> $(ver)"
 [ $(( $(date +%s) - t0 )) -lt 14 ] || fail "too slow: osd 1 may have seen the new map (the test proves nothing)"
 grep -q "no longer primary of pg 1/0" "$TESTDIR/osd1.log" && fail "osd 1 saw the new map early: the test proves nothing"
+
+# The PG moves back to osd 1. Nothing osd 1 peers on changed (its map never
+# moved), but osd 3, usable and left out of the last peering, is taken
+# back within a few seconds: writes resume.
+set_pgs 1 1 "1" "1,3"
+ok=
+for t in $(seq 1 24); do
+  out=$(osd_client raw WRITE --port "$(osd_port 1)" --inode $I --offset 0 --len 4096 --hex-payload "$(zeros 4096)")
+  if echo "$out" | grep -q '^status=0 '; then ok=1; break; fi
+  sleep 0.5
+done
+[ -n "$ok" ] || fail "osd 1 did not take osd 3 back once it was the primary again: $out"
+grep -q "pg 1/0: osd 3 is usable but took no part in peering; peering again" "$TESTDIR/osd1.log" ||
+  fail "osd 1 did not say why it peered again"
+[ "$(ver)" != "$v1" ] || fail "osd 3 did not take the write once osd 1 was the primary again"
 osd_finish
 echo "test-osd-deposed: ok"

@@ -4,7 +4,8 @@
 # peered at. A SEC_LOCK at an older revision (a primary peering on a map
 # the cluster has left, whose lock comes in after the new primary's) is
 # refused with ESTALE and the holder keeps its writes (one at a revision
-# the KV has not reached, with EINVAL); a member that
+# the KV has not reached, with EAGAIN; of a PG not in the map, ENOENT);
+# a member that
 # answers a primary's SEC_WRITE with EBUSY (its lock was taken) makes the
 # primary peer again and take the lock back, so writes resume by
 # themselves instead of failing until the client gives up.
@@ -34,10 +35,14 @@ for n in 2 3; do
   grep -q "pg 1/0 stays locked: .* peered at KV revision $((rev - 1)), the lock holder at $rev" "$TESTDIR/osd$n.log" ||
     fail "osd $n did not log the refused SEC_LOCK"
 done
+# A lock of a PG the map does not have (the lock table stays bounded).
+out=$(osd_client raw SEC_LOCK --port "$(osd_port 2)" --pool 7 --pg 3 --pg-count 8 --epoch "$rev")
+echo "$out" | grep -q '^status=-2 ' || fail "SEC_LOCK of a PG that does not exist was not refused: $out"
+grep -q "SEC_LOCK of pg 7/3 from .*: no such PG in the map" "$TESTDIR/osd2.log" || fail "osd 2 did not log the unknown PG"
 # A lock from beyond the KV's revision would shut every primary out.
 out=$(lock 2 $((rev + 1000)))
-echo "$out" | grep -q '^status=-22 ' || fail "SEC_LOCK at a revision the KV has not reached was not refused: $out"
-grep -q "at KV revision $((rev + 1000)), which /pg/config has not reached" "$TESTDIR/osd2.log" ||
+echo "$out" | grep -q '^status=-11 ' || fail "SEC_LOCK at a revision the KV has not reached was not refused: $out"
+grep -q "at KV revision $((rev + 1000)), which /pg/config has not reached here" "$TESTDIR/osd2.log" ||
   fail "osd 2 did not log the SEC_LOCK from the future"
 osd_client write --inode $I --offset 0 --len 131072 --seed 2 --timeout 5 ||
   fail "a refused SEC_LOCK took the primary's lock: its write failed"

@@ -107,7 +107,10 @@
  *                   until the next SEC_LOCK. A SEC_LOCK at an older
  *                   revision than the lock held gets -ESTALE (a primary
  *                   peering on a map the cluster has left), one beyond
- *                   /pg/config's revision in the KV -EINVAL. primary = the
+ *                   /pg/config's revision in the KV -EAGAIN (the member
+ *                   read the KV again at most 100 ms before; the primary
+ *                   peers again a few seconds later), one of a PG the
+ *                   member's map does not have -ENOENT. primary = the
  *                   sender's OSD number: a member whose own map is newer
  *                   than the lock and names another primary for the PG
  *                   refuses the lock (-ESTALE) and the holder's SEC_WRITEs
