@@ -50,7 +50,7 @@ PY
   fi
   local n
   for n in 1 2 3; do
-    TROMCHO_CONFIG=$CONF tromcho osd-create --data "$d/osd$n" --osd_num $n --size 8G >/dev/null
+    TROMCHO_CONFIG=$CONF tromcho osd-create --data "$d/osd$n" --osd_num $n --size 8G --block-size "${BENCH_BLOCK:-128k}" >/dev/null
     TROMCHO_CONFIG=$CONF "${OSD_BIN:-tromcho-osd}" --osd_num $n --osd_data "$d/osd$n" >"$d/osd$n.log" 2>&1 &
     pids+=($!)
   done
@@ -60,7 +60,8 @@ PY
   # other two.
   wait_until sh -c "TROMCHO_CONFIG=$CONF tromcho status --json | grep -q '\"osds_up\": *3'" \
     || { echo "$me: the OSDs of $1 did not come up: $(tail -3 "$d"/osd*.log)" >&2; exit 1; }
-  TROMCHO_CONFIG=$CONF tromcho pool-create rep3 --pg-size 3 --pg-minsize 2 --pg-count 32 --failure-domain osd >/dev/null
+  TROMCHO_CONFIG=$CONF tromcho pool-create rep3 --pg-size 3 --pg-minsize 2 --pg-count 32 --failure-domain osd \
+    --block-size "${BENCH_BLOCK:-128k}" >/dev/null
   wait_until sh -c "TROMCHO_CONFIG=$CONF tromcho pool-ls --json | grep -q '\"pgs_active\": *32'"
 }
 
