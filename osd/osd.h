@@ -105,6 +105,7 @@ struct osd_pg {
   uint64_t epoch;                      /* bumps at each peering */
   int inflight;                        /* client ops in progress */
   int listings;                        /* SEC_LISTs outstanding */
+  unsigned retry_at, retry_wait;       /* osd_peering_retry's backoff (o->ticks, s; 0: none) */
   int listing_failed;
   struct osd_objmap objs;
   size_t n_stale;                      /* objects with stale slots */
@@ -451,7 +452,8 @@ void osd_peering_update(struct osd *o);        /* after a map change */
 void osd_pg_repeer(struct osd *o, struct osd_pg *pg);
 /* Every few seconds: a PG that peered without a member that is usable now
  * (its SEC_LIST or SEC_LOCK failed: a blip, a member whose view of the KV
- * lagged behind ours) peers again to take it back. */
+ * lagged behind ours) peers again to take it back, backing off to once a
+ * minute while the member keeps refusing. */
 void osd_peering_retry(struct osd *o);
 /* The member in slot answered a SEC_WRITE/SEC_DELETE of b's PG with -EBUSY: another
  * connection took the PG's lock there (a primary peering on an older map

@@ -90,6 +90,16 @@ merge_listings(struct osd *o, struct osd_pg *pg)
   }
 }
 
+/* A member of pg that is usable now but took no part in its peering (0: none). */
+static uint64_t
+member_left_out(struct osd *o, const struct osd_pg *pg)
+{
+  for (uint32_t s = 0; s < pg->size && s < TC_MAX_PG_SIZE; s++)
+    if ((int) s != pg->my_slot && pg->osd_set[s] && !(pg->up >> s & 1) && osd_peer_usable(o, pg->osd_set[s]))
+      return pg->osd_set[s];
+  return 0;
+}
+
 /* Every lock answered: serve I/O if enough members took part. */
 static void
 activate(struct osd *o, struct osd_pg *pg)
@@ -102,6 +112,8 @@ activate(struct osd *o, struct osd_pg *pg)
     return;
   }
   pg->state = PG_ACTIVE;
+  if (!member_left_out(o, pg))
+    pg->retry_wait = pg->retry_at = 0;   /* everyone in: the next loss retries at once */
   tc_info("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 " active: %zu objects, %zu degraded, %d of %" PRIu32 " members",
           o->osd_num, pg->pool, pg->pg, pg->objs.n, pg->n_stale, up, pg->size);
   if (pg->n_stale)
@@ -322,20 +334,25 @@ osd_pg_repeer(struct osd *o, struct osd_pg *pg)
     peering_start(o, pg);
 }
 
+/* Each retry lists every object of the PG on every member and holds its
+ * I/O meanwhile: a member that keeps refusing (a primary cut off from the
+ * KV, a bad certificate) is tried again after 5, 10, 20, 40, then every 60
+ * seconds, until a peering takes every usable member in. */
 void
 osd_peering_retry(struct osd *o)
 {
   for (size_t i = 0; i < o->n_pgs; i++) {
     struct osd_pg *pg = &o->pgs[i];
-    if (pg->state == PG_PEERING || pg->my_slot < 0)
+    if (pg->state == PG_PEERING || pg->my_slot < 0 || o->ticks < pg->retry_at)
       continue;
-    for (uint32_t s = 0; s < pg->size && s < TC_MAX_PG_SIZE; s++)
-      if ((int) s != pg->my_slot && pg->osd_set[s] && !(pg->up >> s & 1) && osd_peer_usable(o, pg->osd_set[s])) {
-        tc_info("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 ": osd %" PRIu64 " is usable but took no part in"
-                " peering; peering again", o->osd_num, pg->pool, pg->pg, pg->osd_set[s]);
-        osd_pg_repeer(o, pg);
-        break;
-      }
+    uint64_t m = member_left_out(o, pg);
+    if (!m)
+      continue;
+    tc_info("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 ": osd %" PRIu64 " is usable but took no part in"
+            " peering; peering again", o->osd_num, pg->pool, pg->pg, m);
+    pg->retry_wait = pg->retry_wait ? (pg->retry_wait >= 30 ? 60 : pg->retry_wait * 2) : 10;
+    pg->retry_at = o->ticks + pg->retry_wait;
+    osd_pg_repeer(o, pg);
   }
 }
 

@@ -49,7 +49,7 @@ grep -q "no longer primary of pg 1/0" "$TESTDIR/osd1.log" && fail "osd 1 saw the
 # back within a few seconds: writes resume.
 set_pgs 1 1 "1" "1,3"
 ok=
-for t in $(seq 1 24); do
+for t in $(seq 1 40); do
   out=$(osd_client raw WRITE --port "$(osd_port 1)" --inode $I --offset 0 --len 4096 --hex-payload "$(zeros 4096)")
   if echo "$out" | grep -q '^status=0 '; then ok=1; break; fi
   sleep 0.5
