@@ -241,7 +241,8 @@ struct osd {
   uint64_t erofs;             /* client writes refused on a read-only inode */
   int64_t lease;
   struct tc_kv_lease_keeper *keeper;
-  int lease_lost;
+  bool lease_fenced;          /* loop thread: no I/O until the lease is back and the PGs peered again (osd_kv.c) */
+  uint64_t lease_refused;     /* requests refused for it, this time */
 
   struct tc_timer *tick;
   int recovery_inflight;
@@ -337,6 +338,12 @@ void osd_kv_stop(struct osd *o);
 /* Load everything now (loop thread, blocking), swap it in, tell
  * events.kv_changed. */
 int osd_kv_reload(struct osd *o);
+/* Whether this OSD certainly holds its /osd/state lease now and serves
+ * (self-fencing, osd_kv.c). Loop thread. */
+bool osd_lease_held(const struct osd *o);
+/* Each tick: start the fence once the lease may have run out; lift it,
+ * peering every led PG again, once a lease is held again. */
+void osd_lease_tick(struct osd *o);
 const struct tc_user *osd_user_find(struct osd *o, const char *name);
 const struct tc_image_acl *osd_image_acl(struct osd *o, uint64_t inode);
 /* Whether inode's record is read-only (client writes to it are refused). */

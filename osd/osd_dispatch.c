@@ -100,6 +100,29 @@ fence_wait(struct osd *o, const struct osd_req *r)
   return -EAGAIN;
 }
 
+/* Without a lease (osd_kv.c, self-fencing) neither client I/O nor a
+ * primary's data for this member's store: -EAGAIN. Reads, listings and
+ * locks of a member stay served (they change nothing a new primary
+ * relies on, and peering needs them). */
+static bool
+unleased(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
+{
+  switch (r->op) {
+  case TC_OP_READ: case TC_OP_WRITE: case TC_OP_DELETE: case TC_OP_SYNC: case TC_OP_SCRUB:
+  case TC_OP_WRITE_PARTIAL: case TC_OP_WRITE_IF:
+  case TC_OP_SEC_WRITE: case TC_OP_SEC_WRITE_STABLE: case TC_OP_SEC_DELETE:
+    break;
+  default:
+    return false;
+  }
+  if (osd_lease_held(o))
+    return false;
+  if (o->lease_refused++ % 1000 == 0)
+    tc_warn("osd %" PRIu64 ": refused %s from %s: this OSD holds no lease of the KV now (%" PRIu64 " refused)",
+            o->osd_num, tc_osd_op_name(r->op), tc_msgr_conn_peername(c), o->lease_refused);
+  return true;
+}
+
 /* Run decoded request r; may take *payload over (and set it to NULL). */
 static void
 dispatch(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, const struct osd_req *r,
@@ -167,6 +190,8 @@ osd_on_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *pay
   }
   else if (!allowed(o, c, &r))
     osd_reply(c, hdr, -EPERM, 0, 0, NULL, 0);
+  else if (unleased(o, c, &r))
+    osd_reply(c, hdr, -EAGAIN, 0, 0, NULL, 0);
   else if ((rc = fence_wait(o, &r)) < 0)
     osd_reply(c, hdr, rc, 0, 0, NULL, 0);
   else if (fenced(o, c, &r))

@@ -450,10 +450,47 @@ reregister_on_loop(struct tc_evloop *loop, void *arg)
     tc_kv_lease_keeper_stop(o->keeper);
     o->keeper = NULL;
   }
+  /* However short the gap, the PGs may have moved meanwhile: osd_lease_tick
+   * lifts the fence with a new peering once a new lease is held. */
+  o->lease_fenced = true;
   if (register_state(o) < 0) {
     tc_warn("osd %" PRIu64 ": registering again: %s (retrying)", o->osd_num, tc_last_error());
     if (!tc_evloop_timer_add(loop, 1000, reregister_on_loop, o))
       tc_err("osd %" PRIu64 ": cannot schedule registering again: %s", o->osd_num, tc_last_error());
+  }
+}
+
+/* Self-fencing. The monitor moves the PGs of an OSD whose /osd/state
+ * lease ran out, and the new primary may then take writes; an OSD cut off
+ * from the KV learns that only when it reaches the KV again. So from the
+ * moment its lease may have run out at the server
+ * (tc_kv_lease_keeper_until_ms) until it holds one again, an OSD serves
+ * no client I/O (-EAGAIN: the client reads the map again and retries) and
+ * takes no data from any primary as a member (its own map may be stale);
+ * before serving again, every PG it leads peers again, since a PG that
+ * moved away and back meanwhile has writes its copy lacks. */
+bool
+osd_lease_held(const struct osd *o)
+{
+  return !o->lease_fenced && tc_now_ms() < tc_kv_lease_keeper_until_ms(o->keeper);
+}
+
+void
+osd_lease_tick(struct osd *o)
+{
+  bool held = o->keeper && tc_now_ms() < tc_kv_lease_keeper_until_ms(o->keeper);
+  if (!held && !o->lease_fenced) {
+    tc_warn("osd %" PRIu64 ": the KV has not renewed the lease of /osd/state/%" PRIu64 " in time: serving no I/O"
+            " until it does", o->osd_num, o->osd_num);
+    o->lease_fenced = true;
+  }
+  else if (held && o->lease_fenced) {
+    tc_warn("osd %" PRIu64 ": holding a lease again (%" PRIu64 " requests refused without one): peering every PG"
+            " this OSD leads before serving", o->osd_num, o->lease_refused);
+    o->lease_fenced = false;
+    o->lease_refused = 0;
+    for (size_t i = 0; i < o->n_pgs; i++)
+      osd_pg_repeer(o, &o->pgs[i]);
   }
 }
 
@@ -472,6 +509,7 @@ register_state(struct osd *o)
   int64_t ttl = tc_config_int(o->cfg, "etcd_keepalive_timeout");
   if (ttl < 1)
     return tc_error(EINVAL, "option etcd_keepalive_timeout: %" PRId64 " is not a positive number of seconds", ttl);
+  uint64_t sent = tc_now_ms();
   if (tc_kv_lease_grant(o->kv, ttl, &o->lease) < 0)
     return -1;
   char host[256] = "localhost", key[128], val[512];
@@ -497,7 +535,7 @@ register_state(struct osd *o)
     o->lease = 0;
     return tc_error(err, "%s", msg);
   }
-  o->keeper = tc_kv_lease_keeper_start(o->kv, o->lease, ttl, on_lease_lost, o);
+  o->keeper = tc_kv_lease_keeper_start(o->kv, o->lease, ttl, sent, on_lease_lost, o);
   if (!o->keeper)
     return -1;
   tc_info("osd %" PRIu64 ": registered %s = %s", o->osd_num, key, val);

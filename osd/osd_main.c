@@ -153,6 +153,7 @@ on_tick(struct tc_evloop *loop, void *arg)
   o->tick = NULL;
   if (o->stopping)
     return;
+  osd_lease_tick(o);
   /* A peer marked down that is still registered gets another chance
    * every few seconds (a network blip, not a restart). */
   if (++o->ticks % 5 == 0) {
@@ -164,8 +165,10 @@ on_tick(struct tc_evloop *loop, void *arg)
       }
     osd_peering_retry(o);
   }
-  osd_recovery_kick(o);
-  osd_scrub_tick(o);
+  if (!o->lease_fenced) {   /* a primary that may be deposed pushes and repairs nothing */
+    osd_recovery_kick(o);
+    osd_scrub_tick(o);
+  }
   osd_stats_tick(o);
   o->tick = tc_evloop_timer_add(loop, 1000, on_tick, o);
   if (!o->tick)

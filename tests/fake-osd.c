@@ -74,7 +74,7 @@ main(int argc, char **argv)
     fprintf(stderr, "fake-osd: %s\n", tc_last_error());
     return 1;
   }
-  struct tc_kv_lease_keeper *k = tc_kv_lease_keeper_start(kv, lease, ttl, lost, NULL);
+  struct tc_kv_lease_keeper *k = tc_kv_lease_keeper_start(kv, lease, ttl, 0, lost, NULL);
   if (!k) {
     fprintf(stderr, "fake-osd: %s\n", tc_last_error());
     return 1;

@@ -50,6 +50,21 @@ client(const char *const *urls, int n)
   return kv;
 }
 
+static uint64_t
+now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+static void
+lost_count(void *arg, int64_t id)
+{
+  (void) id;
+  __atomic_add_fetch((int *) arg, 1, __ATOMIC_RELAXED);
+}
+
 static void
 sleep_ms(int ms)
 {
@@ -165,6 +180,16 @@ test_leases(struct tc_kv *kv)
   CHECK(tc_kv_lease_keepalive(kv, id, &ttl) < 0 && errno == ENOENT, "keepalive of a revoked lease: ENOENT (%s)",
         tc_last_error());
   CHECK(tc_kv_put(kv, k("leased"), 0, "x", 0, id, NULL) < 0, "put with a revoked lease fails");
+  /* A keeper of a lease the server dropped: lost once, and its "until"
+   * never moves past what the grant gave. */
+  int lost = 0;
+  uint64_t g = now_ms();
+  struct tc_kv_lease_keeper *gone = tc_kv_lease_keeper_start(kv, id, 2, g, lost_count, &lost);
+  CHECK(gone != NULL, "keeper of a revoked lease starts");
+  sleep_ms(1200);
+  CHECK(__atomic_load_n(&lost, __ATOMIC_RELAXED) == 1, "the keeper of a revoked lease says it is lost (%d)", lost);
+  CHECK(tc_kv_lease_keeper_until_ms(gone) == g + 1800, "a lost lease's until does not move");
+  tc_kv_lease_keeper_stop(gone);
 
   /* A lease left alone expires; the keeper keeps another alive. */
   int64_t short_id, kept_id;
@@ -172,10 +197,17 @@ test_leases(struct tc_kv *kv)
   CHECK(tc_kv_lease_grant(kv, 2, &kept_id) == 0, "grant 2 s (kept)");
   CHECK(tc_kv_put(kv, k("short"), 0, "x", 0, short_id, NULL) == 0, "put on short lease");
   CHECK(tc_kv_put(kv, k("kept"), 0, "x", 0, kept_id, NULL) == 0, "put on kept lease");
-  struct tc_kv_lease_keeper *keeper = tc_kv_lease_keeper_start(kv, kept_id, 2, NULL, NULL);
+  uint64_t t0 = now_ms();
+  struct tc_kv_lease_keeper *keeper = tc_kv_lease_keeper_start(kv, kept_id, 2, t0 - 500, NULL, NULL);
   CHECK(keeper != NULL, "keeper start");
+  uint64_t u0 = tc_kv_lease_keeper_until_ms(keeper);
+  CHECK(u0 == t0 - 500 + 1800, "until: nine tenths of the TTL after the grant was sent (%" PRIu64 " ms after it)",
+        u0 - (t0 - 500));
   /* etcd checks expiry every 500 ms; allow for it. */
   sleep_ms(4500);
+  uint64_t u1 = tc_kv_lease_keeper_until_ms(keeper);
+  CHECK(u1 > now_ms() && u1 <= now_ms() + 1800, "until moves on with each renewal (%" PRId64 " ms ahead)",
+        (int64_t) (u1 - now_ms()));
   CHECK(tc_kv_get(kv, k("short"), 0, &r) == 0 && r.n_kvs == 0, "a lease nobody renews expires with its key");
   tc_kv_result_free(&r);
   CHECK(tc_kv_get(kv, k("kept"), 0, &r) == 0 && r.n_kvs == 1, "the keeper kept its lease alive");

@@ -295,9 +295,17 @@ typedef void (*tc_kv_lease_lost_fn)(void *arg, int64_t lease_id);
 struct tc_kv_lease_keeper;
 /* Keep lease alive every ttl/3 seconds in a thread of its own until
  * stopped. If the server says it is gone, or no endpoint renews it for a
- * whole TTL, call lost (once) and stop renewing. */
+ * whole TTL, call lost (once) and stop renewing. granted_ms: tc_now_ms()
+ * (CLOCK_MONOTONIC) taken before the grant was sent, 0 for now. */
 struct tc_kv_lease_keeper *tc_kv_lease_keeper_start(struct tc_kv *kv, int64_t lease_id, int64_t ttl,
-                                                    tc_kv_lease_lost_fn lost, void *arg);
+                                                    uint64_t granted_ms, tc_kv_lease_lost_fn lost, void *arg);
+/* Until when (tc_now_ms(), CLOCK_MONOTONIC) the lease is certainly still
+ * alive at the server: nine tenths of its TTL after the send of the last
+ * renewal (or of the grant) the server answered. Past it the server may
+ * have dropped the lease and the keys it holds, and others may act on
+ * that (the monitor moves a lost OSD's PGs): a holder that must not
+ * overlap with them stops first. 0 for NULL. Any thread. */
+uint64_t tc_kv_lease_keeper_until_ms(const struct tc_kv_lease_keeper *k);
 /* Stop renewing (does not revoke) and free. */
 void tc_kv_lease_keeper_stop(struct tc_kv_lease_keeper *k);
 

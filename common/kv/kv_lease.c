@@ -62,7 +62,25 @@ struct tc_kv_lease_keeper {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   bool stop;
+  uint64_t until_ms;   /* atomic: tc_kv_lease_keeper_until_ms */
 };
+
+/* A renewal sent at t (ms, CLOCK_MONOTONIC) that the server answered
+ * holds the lease there until at least t + TTL: the server counts from
+ * when it got the request, later. A tenth of the TTL is kept back for
+ * clocks that run at slightly different rates. */
+static void
+set_until(struct tc_kv_lease_keeper *k, uint64_t sent_ms, int64_t ttl)
+{
+  uint64_t span = (uint64_t) ttl * 1000;
+  __atomic_store_n(&k->until_ms, sent_ms + span - span / 10, __ATOMIC_RELEASE);
+}
+
+uint64_t
+tc_kv_lease_keeper_until_ms(const struct tc_kv_lease_keeper *k)
+{
+  return k ? __atomic_load_n(&k->until_ms, __ATOMIC_ACQUIRE) : 0;
+}
 
 static void *
 keeper_thread(void *arg)
@@ -85,8 +103,10 @@ keeper_thread(void *arg)
         return NULL;
     }
     int64_t ttl;
+    uint64_t sent = (uint64_t) (kv_now_s() * 1000);
     if (tc_kv_lease_keepalive(k->kv, k->id, &ttl) == 0) {
       last_ok = kv_now_s();
+      set_until(k, sent, ttl > 0 ? ttl : k->ttl);
       continue;
     }
     int err = errno;
@@ -100,7 +120,8 @@ keeper_thread(void *arg)
 }
 
 struct tc_kv_lease_keeper *
-tc_kv_lease_keeper_start(struct tc_kv *kv, int64_t lease_id, int64_t ttl, tc_kv_lease_lost_fn lost, void *arg)
+tc_kv_lease_keeper_start(struct tc_kv *kv, int64_t lease_id, int64_t ttl, uint64_t granted_ms,
+                         tc_kv_lease_lost_fn lost, void *arg)
 {
   struct tc_kv_lease_keeper *k = calloc(1, sizeof *k);
   if (!k) {
@@ -112,6 +133,7 @@ tc_kv_lease_keeper_start(struct tc_kv *kv, int64_t lease_id, int64_t ttl, tc_kv_
   k->ttl = ttl > 0 ? ttl : 1;
   k->lost = lost;
   k->arg = arg;
+  set_until(k, granted_ms ? granted_ms : (uint64_t) (kv_now_s() * 1000), k->ttl);
   pthread_mutex_init(&k->lock, NULL);
   pthread_cond_init(&k->cond, NULL);
   int r = pthread_create(&k->thread, NULL, keeper_thread, k);
