@@ -153,7 +153,8 @@ lock_done(struct tc_msgr_req *req, int err, void *arg)
  * lock carries the revision of the PG configuration this peering used:
  * a member refuses it if a primary of a newer configuration holds the PG
  * (that one's SEC_LOCK may arrive before ours), and a member that answers
- * -ESTALE counts as down until the next peering. */
+ * -ESTALE counts as down until the next peering (a map change, or
+ * osd_peering_retry's backoff while it stays usable). */
 static void
 peering_finish(struct osd *o, struct osd_pg *pg)
 {
