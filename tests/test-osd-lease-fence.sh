@@ -39,9 +39,12 @@ OSD_OPTS="--osd_kv_settle 40000" start_osd 3
 I1=$(( (1 << 48) | 5 )) I2=$(( (2 << 48) | 5 ))
 wait_for grep -q "pg 1/0 active" "$TESTDIR/osd1.log" || fail "osd 1 did not activate pg 1/0"
 wait_for grep -q "pg 2/0 active" "$TESTDIR/osd3.log" || fail "osd 3 did not activate pg 2/0"
-ver () { osd_client raw SEC_READ --port "$(osd_port "$1")" --inode "$2" --offset 0 --len 4096 | sed -n 's/.* version=\([0-9]*\) .*/\1/p'; }
+# The ports now: a fenced OSD's /osd/state goes when its lease expires.
+declare -A PORT
+for n in 1 2 3 4; do PORT[$n]=$(osd_port $n); done
+ver () { osd_client raw SEC_READ --port "${PORT[$1]}" --inode "$2" --offset 0 --len 4096 | sed -n 's/.* version=\([0-9]*\) .*/\1/p'; }
 hex () { head -c 4096 /dev/zero | tr '\0' "$1" | od -An -v -tx1 | tr -d ' \n'; }
-write () { osd_client raw WRITE --port "$(osd_port "$1")" --inode "$2" --offset 0 --len 4096 --hex-payload "$(hex "$3")"; }
+write () { osd_client raw WRITE --port "${PORT[$1]}" --inode "$2" --offset 0 --len 4096 --hex-payload "$(hex "$3")"; }
 write 1 $I1 a | grep -q '^status=0 ' || fail "a write through osd 1"
 write 3 $I2 a | grep -q '^status=0 ' || fail "a write through osd 3"
 v2=$(ver 2 $I1) v4=$(ver 4 $I2)
@@ -55,7 +58,7 @@ WAIT_SECS=10 wait_for grep -q "osd 1: the KV has not renewed the lease of /osd/s
 [ $(( $(date +%s) - t0 )) -le 4 ] || fail "osd 1 fenced itself only after $(( $(date +%s) - t0 )) s (lease 3 s)"
 out=$(write 1 $I1 b)
 echo "$out" | grep -q '^status=-11 ' || fail "osd 1 without a lease took a write: $out"
-out=$(osd_client raw READ --port "$(osd_port 1)" --inode $I1 --offset 0 --len 4096)
+out=$(osd_client raw READ --port "${PORT[1]}" --inode $I1 --offset 0 --len 4096)
 echo "$out" | grep -q '^status=-11 ' || fail "osd 1 without a lease served a read: $out"
 [ "$(ver 2 $I1)" = "$v2" ] || fail "osd 2's copy changed under a primary without a lease"
 grep -q "osd 1: refused WRITE from .*: this OSD holds no lease of the KV now" "$TESTDIR/osd1.log" ||
