@@ -293,9 +293,9 @@ struct osd_metrics {
   struct tc_counter *ops[OSD_OP_SLOTS], *errors[OSD_OP_SLOTS];
   struct tc_histogram *latency[OSD_OP_SLOTS];
   struct tc_counter *read_bytes, *write_bytes, *eperm, *decode_errors;
-  struct tc_counter *recovered, *scrubbed, *scrub_bad, *scrub_repaired;
+  struct tc_counter *recovered, *scrubbed, *scrub_bad, *scrub_repaired, *lease_refused;
   struct tc_gauge *pgs[4], *degraded_objects, *recovery_inflight, *connections, *peers_down;
-  struct tc_gauge *store_used, *store_objects, *store_checksum_errors;
+  struct tc_gauge *store_used, *store_objects, *store_checksum_errors, *lease_held;
   struct tc_histogram *store_sync;   /* one store commit on the sync thread */
 };
 /* Register every series; serve /metrics when metrics_port is set. 0 or -1. */

@@ -117,6 +117,7 @@ unleased(struct osd *o, struct tc_msgr_conn *c, const struct osd_req *r)
   }
   if (osd_lease_held(o))
     return false;
+  tc_counter_inc(o->m ? o->m->lease_refused : NULL);
   if (o->lease_refused++ % 1000 == 0)
     tc_warn("osd %" PRIu64 ": refused %s from %s: this OSD holds no lease of the KV now (%" PRIu64 " refused)",
             o->osd_num, tc_osd_op_name(r->op), tc_msgr_conn_peername(c), o->lease_refused);

@@ -484,13 +484,17 @@ osd_lease_tick(struct osd *o)
             " until it does", o->osd_num, o->osd_num);
     o->lease_fenced = true;
   }
-  else if (held && o->lease_fenced) {
+  if (o->m)
+    tc_gauge_set(o->m->lease_held, held && !o->lease_fenced ? 1 : 0);
+  if (held && o->lease_fenced) {
     tc_warn("osd %" PRIu64 ": holding a lease again (%" PRIu64 " requests refused without one): peering every PG"
             " this OSD leads before serving", o->osd_num, o->lease_refused);
     o->lease_fenced = false;
     o->lease_refused = 0;
     for (size_t i = 0; i < o->n_pgs; i++)
       osd_pg_repeer(o, &o->pgs[i]);
+    if (o->m)
+      tc_gauge_set(o->m->lease_held, 1);
   }
 }
 
@@ -538,6 +542,8 @@ register_state(struct osd *o)
   o->keeper = tc_kv_lease_keeper_start(o->kv, o->lease, ttl, sent, on_lease_lost, o);
   if (!o->keeper)
     return -1;
+  if (o->m && !o->lease_fenced)
+    tc_gauge_set(o->m->lease_held, 1);
   tc_info("osd %" PRIu64 ": registered %s = %s", o->osd_num, key, val);
   return 0;
 }

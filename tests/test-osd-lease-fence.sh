@@ -12,6 +12,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/osd-functions.sh"
+. "$top_srcdir/tests/metrics-functions.sh"
 requires tromcho tromcho-osd curl python3 "$OSD_CLIENT"
 
 start_kv
@@ -31,7 +32,14 @@ kv_put /config/inode/1/5 '{"name": "a", "size": 1048576}'
 kv_put /config/inode/2/5 '{"name": "b", "size": 1048576}'
 for n in 1 2 3 4; do create_osd $n; done
 relay relay1; R1=$RELAY_PID
-KV_URL=$RELAY_URL start_osd 1
+MPORT=$(free_port)
+KV_URL=$RELAY_URL OSD_OPTS="--metrics_port $MPORT" start_osd 1
+# lease SERIES: the value of SERIES on osd 1's /metrics
+lease () {
+  curl -sf "http://127.0.0.1:$MPORT/metrics" > "$TESTDIR/m.txt" || fail "GET /metrics of osd 1"
+  parse_metrics "$TESTDIR/m.txt" > "$TESTDIR/m.json" || fail "osd 1's metrics do not parse"
+  metric_val "$TESTDIR/m.json" "$1"
+}
 relay relay4; R4=$RELAY_PID
 KV_URL=$RELAY_URL start_osd 4
 start_osd 2
@@ -49,6 +57,7 @@ write 1 $I1 a | grep -q '^status=0 ' || fail "a write through osd 1"
 write 3 $I2 a | grep -q '^status=0 ' || fail "a write through osd 3"
 v2=$(ver 2 $I1) v4=$(ver 4 $I2)
 [ -n "$v2" ] && [ "$v2" -gt 0 ] && [ -n "$v4" ] && [ "$v4" -gt 0 ] || fail "no replicas: '$v2' '$v4'"
+[ "$(lease tromcho_osd_lease_held)" = 1 ] || fail "osd 1's metrics do not say it holds its lease"
 
 # 1. The primary cut off from the KV: within its lease (3 s) it stops.
 kill -STOP $R1
@@ -63,6 +72,8 @@ echo "$out" | grep -q '^status=-11 ' || fail "osd 1 without a lease served a rea
 [ "$(ver 2 $I1)" = "$v2" ] || fail "osd 2's copy changed under a primary without a lease"
 grep -q "osd 1: refused WRITE from .*: this OSD holds no lease of the KV now" "$TESTDIR/osd1.log" ||
   fail "osd 1 did not log why it refused"
+[ "$(lease tromcho_osd_lease_held)" = 0 ] || fail "osd 1's metrics say it holds its lease while it fences itself"
+[ "$(lease tromcho_osd_lease_refusals_total)" -ge 2 ] || fail "osd 1's metrics did not count the refusals"
 
 # Back: a new lease, the PG peered again, writes go through.
 kill -CONT $R1
@@ -76,6 +87,7 @@ done
 grep -q "osd 1: holding a lease again (.* requests refused without one): peering every PG" "$TESTDIR/osd1.log" ||
   fail "osd 1 did not say it peered again"
 [ "$(ver 2 $I1)" -gt "$v2" ] || fail "osd 2 did not take osd 1's write once it held a lease again"
+[ "$(lease tromcho_osd_lease_held)" = 1 ] || fail "osd 1's metrics do not say it holds its lease again"
 
 # 2. A member cut off; its primary (osd 3) does not see the lease go.
 kill -STOP $R4
