@@ -243,6 +243,7 @@ struct osd {
   struct tc_kv_lease_keeper *keeper;
   bool lease_fenced;          /* loop thread: no I/O until the lease is back and the PGs peered again (osd_kv.c) */
   uint64_t lease_refused;     /* requests refused for it, this time */
+  uint64_t beat_ms;           /* atomic: the loop's last tick; the keeper renews only while it moves */
 
   struct tc_timer *tick;
   int recovery_inflight;

@@ -542,6 +542,11 @@ register_state(struct osd *o)
   o->keeper = tc_kv_lease_keeper_start(o->kv, o->lease, ttl, sent, on_lease_lost, o);
   if (!o->keeper)
     return -1;
+  /* A loop that stops (a hung store call, a bug) while the keeper's thread
+   * runs on would keep a dead OSD in the map: the lease lapses once the
+   * loop has not ticked for a whole TTL, and the monitor moves its PGs. */
+  __atomic_store_n(&o->beat_ms, tc_now_ms(), __ATOMIC_RELEASE);
+  tc_kv_lease_keeper_watch(o->keeper, &o->beat_ms, (uint64_t) ttl * 1000);
   if (o->m && !o->lease_fenced)
     tc_gauge_set(o->m->lease_held, 1);
   tc_info("osd %" PRIu64 ": registered %s = %s", o->osd_num, key, val);

@@ -197,6 +197,15 @@ test_leases(struct tc_kv *kv)
   CHECK(tc_kv_lease_grant(kv, 2, &kept_id) == 0, "grant 2 s (kept)");
   CHECK(tc_kv_put(kv, k("short"), 0, "x", 0, short_id, NULL) == 0, "put on short lease");
   CHECK(tc_kv_put(kv, k("kept"), 0, "x", 0, kept_id, NULL) == 0, "put on kept lease");
+  /* A keeper whose holder stops beating lets its lease lapse. */
+  int64_t hung_id;
+  int hung_lost = 0;
+  uint64_t beat = now_ms();
+  CHECK(tc_kv_lease_grant(kv, 2, &hung_id) == 0, "grant 2 s (holder hangs)");
+  CHECK(tc_kv_put(kv, k("hung"), 0, "x", 0, hung_id, NULL) == 0, "put on the hung holder's lease");
+  struct tc_kv_lease_keeper *hung = tc_kv_lease_keeper_start(kv, hung_id, 2, 0, lost_count, &hung_lost);
+  CHECK(hung != NULL, "keeper start (holder hangs)");
+  tc_kv_lease_keeper_watch(hung, &beat, 1000);
   uint64_t t0 = now_ms();
   struct tc_kv_lease_keeper *keeper = tc_kv_lease_keeper_start(kv, kept_id, 2, t0 - 500, NULL, NULL);
   CHECK(keeper != NULL, "keeper start");
@@ -212,6 +221,15 @@ test_leases(struct tc_kv *kv)
   tc_kv_result_free(&r);
   CHECK(tc_kv_get(kv, k("kept"), 0, &r) == 0 && r.n_kvs == 1, "the keeper kept its lease alive");
   tc_kv_result_free(&r);
+  CHECK(tc_kv_get(kv, k("hung"), 0, &r) == 0 && r.n_kvs == 0, "a lease whose holder stopped beating lapsed");
+  tc_kv_result_free(&r);
+  /* The holder beats again: the keeper tries, the server says the lease
+   * is gone, the keeper says lost. */
+  __atomic_store_n(&beat, now_ms(), __ATOMIC_RELEASE);
+  sleep_ms(1200);
+  CHECK(__atomic_load_n(&hung_lost, __ATOMIC_RELAXED) == 1, "a lapsed lease is lost once its holder beats (%d)",
+        hung_lost);
+  tc_kv_lease_keeper_stop(hung);
   tc_kv_lease_keeper_stop(keeper);
   tc_kv_lease_revoke(kv, kept_id);
 }

@@ -8,7 +8,9 @@
 #  1. a primary cut off: its WRITE and READ get EAGAIN (before, it went on
 #     writing to its member, which never learned anything either);
 #  2. a member cut off, whose primary is held on its old map (a 40 s
-#     osd_kv_settle): it refuses the primary's SEC_WRITE, its copy stays.
+#     osd_kv_settle): it refuses the primary's SEC_WRITE, its copy stays;
+#  3. a member whose loop hangs while its lease keeper runs: the lease
+#     lapses, the OSD leaves the map, and comes back once the loop runs.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/osd-functions.sh"
@@ -101,5 +103,32 @@ grep -q "osd 4: refused SEC_WRITE from .*: this OSD holds no lease" "$TESTDIR/os
 kill -CONT $R4
 WAIT_SECS=20 wait_for grep -q "osd 4: holding a lease again" "$TESTDIR/osd4.log" ||
   fail "osd 4 did not get a lease again"
+
+# 3. A member whose event loop hangs while its lease keeper's thread runs
+# (ptrace stops only that thread): the keeper lets the lease lapse, the
+# OSD leaves the map (before, it stayed registered and its PGs waited on
+# it for ever); thawed, it fences itself, registers again and takes writes.
+v2=$(ver 2 $I1)
+python3 "$top_srcdir/tests/freeze-thread.py" "$(cat "$TESTDIR/osd2.pid")" 10 >"$TESTDIR/freeze.out" 2>&1 &
+FREEZE=$!
+cleanup_fn "stop_pid $FREEZE 2>/dev/null"
+WAIT_SECS=5 wait_for grep -q frozen "$TESTDIR/freeze.out" || fail "could not freeze osd 2's loop: $(cat "$TESTDIR/freeze.out")"
+t0=$(date +%s)
+not_registered () { ! osd_registered 2; }
+WAIT_SECS=9 wait_for not_registered || fail "osd 2's lease outlived its hung loop"
+grep -q "kv: the holder of lease [0-9a-f]* has shown no life for [0-9]* ms: letting the lease lapse" "$TESTDIR/osd2.log" ||
+  fail "osd 2's keeper did not say why it let the lease lapse"
+echo "osd 2 with a hung loop left the map after $(( $(date +%s) - t0 )) s (lease 3 s)"
+grep -q thawed "$TESTDIR/freeze.out" && fail "osd 2 left the map only after its loop ran again: the test proves nothing"
+wait "$FREEZE" || fail "freeze-thread.py failed: $(cat "$TESTDIR/freeze.out")"
+WAIT_SECS=20 wait_for grep -q "osd 2: holding a lease again" "$TESTDIR/osd2.log" || fail "osd 2 did not get a lease again"
+WAIT_SECS=20 wait_for osd_registered 2 || fail "osd 2 did not register again"
+ok=
+for _ in $(seq 1 40); do
+  write 1 $I1 e | grep -q '^status=0 ' || fail "a write through osd 1 while osd 2 came back"
+  [ "$(ver 2 $I1)" -gt "$v2" ] && { ok=1; break; }
+  sleep 0.5
+done
+[ -n "$ok" ] || fail "osd 2 did not take osd 1's writes again after its loop ran again"
 osd_finish
 echo "test-osd-lease-fence: ok"

@@ -306,6 +306,13 @@ struct tc_kv_lease_keeper *tc_kv_lease_keeper_start(struct tc_kv *kv, int64_t le
  * that (the monitor moves a lost OSD's PGs): a holder that must not
  * overlap with them stops first. 0 for NULL. Any thread. */
 uint64_t tc_kv_lease_keeper_until_ms(const struct tc_kv_lease_keeper *k);
+/* Renew only while the holder shows life: *beat_ms (tc_now_ms(), which
+ * the holder stores with __atomic_store_n) at most max_silence_ms old.
+ * Past that the keeper lets the lease lapse, so a holder whose own thread
+ * hangs while this one runs is seen as gone (the monitor moves a hung
+ * OSD's PGs); it renews again once the holder beats again (the server
+ * then may say the lease is gone: lost). beat_ms must outlive k. */
+void tc_kv_lease_keeper_watch(struct tc_kv_lease_keeper *k, const uint64_t *beat_ms, uint64_t max_silence_ms);
 /* Stop renewing (does not revoke) and free. */
 void tc_kv_lease_keeper_stop(struct tc_kv_lease_keeper *k);
 

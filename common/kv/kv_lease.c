@@ -63,7 +63,37 @@ struct tc_kv_lease_keeper {
   pthread_cond_t cond;
   bool stop;
   uint64_t until_ms;   /* atomic: tc_kv_lease_keeper_until_ms */
+  const uint64_t *beat_ms;   /* under lock: tc_kv_lease_keeper_watch */
+  uint64_t max_silence_ms;
 };
+
+/* Whether the holder has beaten within max_silence_ms (always, when it is
+ * not watched). Tells the log once per silence. */
+static bool
+holder_alive(struct tc_kv_lease_keeper *k, bool *told)
+{
+  const uint64_t *beat;
+  uint64_t max;
+  {
+    SCOPED_LOCK(&k->lock);
+    beat = k->beat_ms;
+    max = k->max_silence_ms;
+  }
+  if (!beat)
+    return true;
+  uint64_t now = (uint64_t) (kv_now_s() * 1000), last = __atomic_load_n(beat, __ATOMIC_ACQUIRE);
+  if (now <= last || now - last <= max) {
+    if (*told)
+      tc_warn("kv: the holder of lease %" PRIx64 " shows life again: renewing it", (uint64_t) k->id);
+    *told = false;
+    return true;
+  }
+  if (!*told)
+    tc_warn("kv: the holder of lease %" PRIx64 " has shown no life for %" PRIu64 " ms: letting the lease lapse",
+            (uint64_t) k->id, now - last);
+  *told = true;
+  return false;
+}
 
 /* A renewal sent at t (ms, CLOCK_MONOTONIC) that the server answered
  * holds the lease there until at least t + TTL: the server counts from
@@ -87,6 +117,7 @@ keeper_thread(void *arg)
 {
   struct tc_kv_lease_keeper *k = arg;
   double last_ok = kv_now_s(), period = k->ttl / 3.0;
+  bool silent = false;
   if (period < 0.2)
     period = 0.2;
   for (;;) {
@@ -101,6 +132,10 @@ keeper_thread(void *arg)
         ;
       if (k->stop)
         return NULL;
+    }
+    if (!holder_alive(k, &silent)) {
+      last_ok = kv_now_s();   /* a renewal that fails once it beats again says lost, not the silence */
+      continue;
     }
     int64_t ttl;
     uint64_t sent = (uint64_t) (kv_now_s() * 1000);
@@ -143,6 +178,14 @@ tc_kv_lease_keeper_start(struct tc_kv *kv, int64_t lease_id, int64_t ttl, uint64
     return NULL;
   }
   return k;
+}
+
+void
+tc_kv_lease_keeper_watch(struct tc_kv_lease_keeper *k, const uint64_t *beat_ms, uint64_t max_silence_ms)
+{
+  SCOPED_LOCK(&k->lock);
+  k->beat_ms = beat_ms;
+  k->max_silence_ms = max_silence_ms;
 }
 
 void
