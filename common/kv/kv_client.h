@@ -304,7 +304,7 @@ struct tc_kv_lease_keeper *tc_kv_lease_keeper_start(struct tc_kv *kv, int64_t le
  * renewal (or of the grant) the server answered. Past it the server may
  * have dropped the lease and the keys it holds, and others may act on
  * that (the monitor moves a lost OSD's PGs): a holder that must not
- * overlap with them stops first. 0 for NULL. Any thread. */
+ * overlap with them stops first. 0 once lost, and for NULL. Any thread. */
 uint64_t tc_kv_lease_keeper_until_ms(const struct tc_kv_lease_keeper *k);
 /* Renew only while the holder shows life: *beat_ms (tc_now_ms(), which
  * the holder stores with __atomic_store_n) at most max_silence_ms old.

@@ -147,6 +147,7 @@ keeper_thread(void *arg)
     int err = errno;
     tc_warn("kv: keeping lease %" PRIx64 " alive: %s", (uint64_t) k->id, tc_last_error());
     if (err == ENOENT || kv_now_s() - last_ok > (double) k->ttl) {
+      __atomic_store_n(&k->until_ms, 0, __ATOMIC_RELEASE);   /* gone early (revoked, a KV that forgot it) */
       if (k->lost)
         k->lost(k->arg, k->id);
       return NULL;
