@@ -65,13 +65,21 @@ PY
   wait_until sh -c "TROMCHO_CONFIG=$CONF tromcho pool-ls --json | grep -q '\"pgs_active\": *32'"
 }
 
+# pid_file FILE: the PID in FILE once it is there (nbdkit's child writes
+# its -P file after the parent returned; up to 10 s)
+pid_file () {
+  local i
+  for i in $(seq 200); do [ -s "$1" ] && break; sleep 0.05; done
+  cat "$1"
+}
+
 # serve NAME CONF IMAGE [option=value...]: nbdkit tromcho on a Unix socket;
 # NBDKIT_OPTS (environment): more nbdkit options, e.g. "--threads 4"
 serve () {
   local name=$1 conf=$2 img=$3; shift 3
   # shellcheck disable=SC2086 # NBDKIT_OPTS is a list of words
   nbdkit -U "$work/$name.sock" -P "$work/$name.pid" ${NBDKIT_OPTS:-} "$plugin" config="$conf" image="$img" "$@"
-  pids+=($(cat "$work/$name.pid"))
+  pids+=($(pid_file "$work/$name.pid"))
   URI="nbd+unix:///?socket=$work/$name.sock"
 }
 

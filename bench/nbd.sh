@@ -58,7 +58,7 @@ fi
 if has file; then
   truncate -s "$size" "$work/raw.img"
   nbdkit -U "$work/file.sock" -P "$work/file.pid" file "$work/raw.img"
-  pids+=($(cat "$work/file.pid"))
+  pids+=($(pid_file "$work/file.pid"))
   "$fio" "nbdkit file" "nbd+unix:///?socket=$work/file.sock" "$secs" "$size"
 fi
 if has luks; then
@@ -69,7 +69,7 @@ if has luks; then
     [ $try -lt 5 ] || exit 1
   done
   nbdkit -U "$work/luks.sock" -P "$work/luks.pid" --filter=luks file "$work/luks.img" passphrase=bench
-  pids+=($(cat "$work/luks.pid"))
+  pids+=($(pid_file "$work/luks.pid"))
   "$fio" "nbdkit file+luks" "nbd+unix:///?socket=$work/luks.sock" "$secs" "$size"
 fi
 for c in plain payload sealed; do

@@ -67,6 +67,7 @@ for top in "${builds[@]}"; do
     sock=$work/c$i-$img.sock
     nbdkit -U "$sock" -P "$work/c$i-$img.pid" "$top/nbdkit-plugin/.libs/nbdkit-tromcho-plugin.so" \
       config="$CONF" image=$img
+    for _ in $(seq 200); do [ -s "$work/c$i-$img.pid" ] && break; sleep 0.05; done   # written by nbdkit's child
     pids+=($(cat "$work/c$i-$img.pid"))
     # Fill the image once, so no profile pays for first writes.
     fio --name=fill --ioengine=nbd --uri="nbd+unix:///?socket=$sock" --size=$size --rw=write --bs=1M \

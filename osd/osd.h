@@ -244,6 +244,8 @@ struct osd {
   bool lease_fenced;          /* loop thread: no I/O until the lease is back and the PGs peered again (osd_kv.c) */
   uint64_t lease_refused;     /* requests refused for it, this time */
   uint64_t beat_ms;           /* atomic: the loop's last tick; the keeper renews only while it moves */
+  uint64_t lease_ttl_ms;      /* etcd_keepalive_timeout */
+  bool sync_stuck;            /* loop thread: a store sync has run for 3 leases (no beat meanwhile) */
 
   struct tc_timer *tick;
   int recovery_inflight;
@@ -345,6 +347,8 @@ bool osd_lease_held(const struct osd *o);
 /* Each tick: start the fence once the lease may have run out; lift it,
  * peering every led PG again, once a lease is held again. */
 void osd_lease_tick(struct osd *o);
+/* Each tick, first: tell the lease keeper the OSD lives (osd_kv.c). */
+void osd_lease_beat(struct osd *o);
 const struct tc_user *osd_user_find(struct osd *o, const char *name);
 const struct tc_image_acl *osd_image_acl(struct osd *o, uint64_t inode);
 /* Whether inode's record is read-only (client writes to it are refused). */
@@ -389,6 +393,9 @@ int osd_sync_start(struct osd *o);
 /* Finish the syncs asked for and answer them (loop thread, loop stopped). */
 void osd_sync_stop(struct osd *o);
 int osd_sync_async(struct osd *o, osd_sync_cb cb, void *arg);
+/* When the oldest sync not yet answered was asked (tc_now_ms()), 0 if
+ * none: the loop's tick stops its lease's beat while a sync is stuck. */
+uint64_t osd_sync_oldest_ms(struct osd *o);
 
 /* ---- the primary's local writes, after the fan-out (osd_local.c) ---- */
 /* A write or delete of the local store, queued by the primary after it

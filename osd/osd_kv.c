@@ -475,6 +475,26 @@ osd_lease_held(const struct osd *o)
   return !o->lease_fenced && tc_now_ms() < tc_kv_lease_keeper_until_ms(o->keeper);
 }
 
+/* The beat the lease keeper renews on (tc_kv_lease_keeper_watch): each
+ * tick of the loop, unless a store sync has not returned for three
+ * leases (a disk that hangs: its OSD answers nothing durable, so it should
+ * leave the map as a hung loop does; the background writeback keeps a
+ * sync under load to tens or hundreds of milliseconds, store/store.md). */
+void
+osd_lease_beat(struct osd *o)
+{
+  uint64_t now = tc_now_ms(), oldest = osd_sync_oldest_ms(o);
+  bool stuck = oldest && now > oldest && now - oldest > 3 * o->lease_ttl_ms;
+  if (stuck && !o->sync_stuck)
+    tc_err("osd %" PRIu64 ": the store's sync has not returned for %" PRIu64 " s: letting the lease lapse until it does",
+           o->osd_num, (now - oldest) / 1000);
+  else if (!stuck && o->sync_stuck)
+    tc_warn("osd %" PRIu64 ": the store's syncs return again", o->osd_num);
+  o->sync_stuck = stuck;
+  if (!stuck)
+    __atomic_store_n(&o->beat_ms, now, __ATOMIC_RELEASE);
+}
+
 void
 osd_lease_tick(struct osd *o)
 {
@@ -545,8 +565,9 @@ register_state(struct osd *o)
   /* A loop that stops (a hung store call, a bug) while the keeper's thread
    * runs on would keep a dead OSD in the map: the lease lapses once the
    * loop has not ticked for a whole TTL, and the monitor moves its PGs. */
+  o->lease_ttl_ms = (uint64_t) ttl * 1000;
   __atomic_store_n(&o->beat_ms, tc_now_ms(), __ATOMIC_RELEASE);
-  tc_kv_lease_keeper_watch(o->keeper, &o->beat_ms, (uint64_t) ttl * 1000);
+  tc_kv_lease_keeper_watch(o->keeper, &o->beat_ms, o->lease_ttl_ms);
   if (o->m && !o->lease_fenced)
     tc_gauge_set(o->m->lease_held, 1);
   tc_info("osd %" PRIu64 ": registered %s = %s", o->osd_num, key, val);

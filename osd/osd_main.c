@@ -153,7 +153,7 @@ on_tick(struct tc_evloop *loop, void *arg)
   o->tick = NULL;
   if (o->stopping)
     return;
-  __atomic_store_n(&o->beat_ms, tc_now_ms(), __ATOMIC_RELEASE);
+  osd_lease_beat(o);
   osd_lease_tick(o);
   /* A peer marked down that is still registered gets another chance
    * every few seconds (a network blip, not a restart). */

@@ -21,6 +21,7 @@ struct osd_sync_req {
   osd_sync_cb cb;
   void *arg;
   int err;
+  uint64_t asked_ms;   /* tc_now_ms() when the loop asked */
 };
 
 STAILQ_HEAD(osd_sync_reqs, osd_sync_req);
@@ -34,6 +35,7 @@ struct osd_syncer {
   struct osd_sync_reqs done;                  /* synced, not yet delivered */
   int stop;
   int deliver_pending;                        /* a deliver call is submitted */
+  uint64_t batch_asked_ms;                    /* the batch in the store's hands: its oldest ask (0: none) */
 };
 
 /* On the loop: run the callbacks of the finished syncs. */
@@ -69,6 +71,7 @@ sync_thread(void *arg)
     /* One store commit answers every sync asked so far. */
     struct osd_sync_reqs batch = STAILQ_HEAD_INITIALIZER(batch);
     STAILQ_CONCAT(&batch, &s->queue);
+    s->batch_asked_ms = STAILQ_FIRST(&batch)->asked_ms;
     pthread_mutex_unlock(&s->lock);
     int err = 0;
     double t0 = tc_metrics_now();
@@ -84,6 +87,7 @@ sync_thread(void *arg)
     STAILQ_FOREACH(r, &batch, next)
       r->err = err;
     pthread_mutex_lock(&s->lock);
+    s->batch_asked_ms = 0;
     STAILQ_CONCAT(&s->done, &batch);
     if (!s->deliver_pending && !s->stop) {
       s->deliver_pending = 1;
@@ -115,6 +119,7 @@ osd_sync_start(struct osd *o)
     free(s);
     return tc_error(rc, "starting the sync thread: %s", strerror(rc));
   }
+  pthread_setname_np(s->th, "tc-osd-sync");   /* for top -H, gdb, tests/freeze-thread.py */
   o->syncer = s;
   return 0;
 }
@@ -154,10 +159,25 @@ osd_sync_async(struct osd *o, osd_sync_cb cb, void *arg)
   }
   r->cb = cb;
   r->arg = arg;
+  r->asked_ms = tc_now_ms();
   tc_evloop_poll_hold(o->loop, 1);   /* released in deliver (evloop.h) */
   pthread_mutex_lock(&s->lock);
   STAILQ_INSERT_TAIL(&s->queue, r, next);
   pthread_cond_signal(&s->cond);
   pthread_mutex_unlock(&s->lock);
   return 0;
+}
+
+uint64_t
+osd_sync_oldest_ms(struct osd *o)
+{
+  struct osd_syncer *s = o->syncer;
+  if (!s)
+    return 0;
+  pthread_mutex_lock(&s->lock);
+  uint64_t t = s->batch_asked_ms;
+  if (!t && !STAILQ_EMPTY(&s->queue))
+    t = STAILQ_FIRST(&s->queue)->asked_ms;
+  pthread_mutex_unlock(&s->lock);
+  return t;
 }

@@ -25,8 +25,11 @@ start_nbdkit () {
   rm -f "$sock" "$pid"
   nbdkit -U "$sock" -P "$pid" "${opts[@]}" "$PLUGIN" "${params[@]}" 2>>"$TESTDIR/$name.log" ||
     { cat "$TESTDIR/$name.log" >&2; fail "nbdkit $name did not start"; }
-  wait_for test -S "$sock" || fail "nbdkit $name: no socket"
+  # nbdkit binds the socket before it forks; its child writes the PID file
+  # after: a test reading the PID right away would race it (seen once).
   cleanup_fn "stop_nbdkit $name"
+  wait_for test -S "$sock" || fail "nbdkit $name: no socket"
+  wait_for test -s "$pid" || fail "nbdkit $name: no PID file"
   URI="nbd+unix:///?socket=$sock"
 }
 

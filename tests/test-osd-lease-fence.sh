@@ -10,7 +10,9 @@
 #  2. a member cut off, whose primary is held on its old map (a 40 s
 #     osd_kv_settle): it refuses the primary's SEC_WRITE, its copy stays;
 #  3. a member whose loop hangs while its lease keeper runs: the lease
-#     lapses, the OSD leaves the map, and comes back once the loop runs.
+#     lapses, the OSD leaves the map, and comes back once the loop runs;
+#  4. a member whose store's sync hangs while its loop runs: the same,
+#     after three leases.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/osd-functions.sh"
@@ -114,8 +116,8 @@ FREEZE=$!
 cleanup_fn "stop_pid $FREEZE 2>/dev/null"
 WAIT_SECS=5 wait_for grep -q frozen "$TESTDIR/freeze.out" || fail "could not freeze osd 2's loop: $(cat "$TESTDIR/freeze.out")"
 t0=$(date +%s)
-not_registered () { ! osd_registered 2; }
-WAIT_SECS=9 wait_for not_registered || fail "osd 2's lease outlived its hung loop"
+not_registered () { ! osd_registered "$1"; }
+WAIT_SECS=9 wait_for not_registered 2 || fail "osd 2's lease outlived its hung loop"
 grep -q "kv: the holder of lease [0-9a-f]* has shown no life for [0-9]* ms: letting the lease lapse" "$TESTDIR/osd2.log" ||
   fail "osd 2's keeper did not say why it let the lease lapse"
 echo "osd 2 with a hung loop left the map after $(( $(date +%s) - t0 )) s (lease 3 s)"
@@ -130,5 +132,31 @@ for _ in $(seq 1 40); do
   sleep 0.5
 done
 [ -n "$ok" ] || fail "osd 2 did not take osd 1's writes again after its loop ran again"
+
+# 4. A member whose store's sync hangs (its sync thread stopped) while its
+# loop runs: after three leases without an answer its lease lapses too;
+# once the sync returns, the OSD registers again.
+P4=$(cat "$TESTDIR/osd4.pid") TID=
+for t in /proc/$P4/task/*; do [ "$(cat "$t/comm" 2>/dev/null)" = tc-osd-sync ] && TID=${t##*/}; done
+[ -n "$TID" ] || fail "osd 4 has no thread named tc-osd-sync"
+python3 "$top_srcdir/tests/freeze-thread.py" "$TID" 24 >"$TESTDIR/freeze2.out" 2>&1 &
+FREEZE=$!
+cleanup_fn "stop_pid $FREEZE 2>/dev/null"
+WAIT_SECS=5 wait_for grep -q frozen "$TESTDIR/freeze2.out" || fail "could not freeze osd 4's sync thread: $(cat "$TESTDIR/freeze2.out")"
+timeout 60 "$OSD_CLIENT" --etcd_address "$KV_URL" raw SYNC --port "${PORT[4]}" >"$TESTDIR/sync.out" 2>&1 &
+SYNC=$!
+t0=$(date +%s)
+sleep 2
+grep -q status "$TESTDIR/sync.out" && fail "osd 4 answered a SYNC while its sync thread was stopped: $(cat "$TESTDIR/sync.out")"
+WAIT_SECS=20 wait_for not_registered 4 || fail "osd 4 stayed registered with a sync stuck for three leases"
+grep -q "osd 4: the store's sync has not returned for [0-9]* s: letting the lease lapse" "$TESTDIR/osd4.log" ||
+  fail "osd 4 did not say why it let the lease lapse"
+echo "osd 4 with a stuck sync left the map after $(( $(date +%s) - t0 )) s (three leases: 9 s)"
+grep -q thawed "$TESTDIR/freeze2.out" && fail "osd 4 left the map only after its sync returned: the test proves nothing"
+wait "$FREEZE" || fail "freeze-thread.py failed: $(cat "$TESTDIR/freeze2.out")"
+wait "$SYNC" || true
+grep -q '^status=0 ' "$TESTDIR/sync.out" || fail "the SYNC was not answered once the sync thread ran: $(cat "$TESTDIR/sync.out")"
+WAIT_SECS=20 wait_for grep -q "osd 4: the store's syncs return again" "$TESTDIR/osd4.log" || fail "osd 4 did not see its syncs return"
+WAIT_SECS=20 wait_for osd_registered 4 || fail "osd 4 did not register again after its sync returned"
 osd_finish
 echo "test-osd-lease-fence: ok"
