@@ -140,6 +140,8 @@ struct osd_peer {
   bool down;                 /* connection failed: not used until it re-registers or answers */
   int64_t state_rev;         /* mod_revision of /osd/state/<n> when marked down */
   bool dirty;                /* SEC_WRITEs since its last SEC_SYNC */
+  uint32_t down_streak;      /* times marked down since its last handshake */
+  uint64_t retry_tick;       /* o->ticks from which a probe may try it again */
 };
 
 /* ---- the ACL tables from the KV (osd_kv.c) ---- */
@@ -368,6 +370,7 @@ struct tc_msgr_conn *osd_peer_conn(struct osd *o, uint64_t osd_num);
 void osd_peer_mark_down(struct osd *o, uint64_t osd_num, int err);
 bool osd_peer_usable(struct osd *o, uint64_t osd_num);
 void osd_peers_check(struct osd *o);   /* clear down marks of re-registered peers */
+void osd_peers_probe(struct osd *o);   /* each tick: probe down peers still registered */
 void osd_peers_close(struct osd *o);
 
 /* ---- the PGs this OSD leads (osd_pg.c) ---- */

@@ -155,17 +155,10 @@ on_tick(struct tc_evloop *loop, void *arg)
     return;
   osd_lease_beat(o);
   osd_lease_tick(o);
-  /* A peer marked down that is still registered gets another chance
-   * every few seconds (a network blip, not a restart). */
-  if (++o->ticks % 5 == 0) {
-    for (size_t i = 0; i < o->n_peers; i++)
-      if (o->peers[i].down && osd_is_up(o, o->peers[i].osd_num)) {
-        o->peers[i].down = false;
-        o->peers[i].state_rev = 0;
-        osd_peering_update(o);
-      }
+  ++o->ticks;
+  osd_peers_probe(o);
+  if (o->ticks % 5 == 0)
     osd_peering_retry(o);
-  }
   if (!o->lease_fenced) {   /* a primary that may be deposed pushes and repairs nothing */
     osd_recovery_kick(o);
     osd_scrub_tick(o);
@@ -313,6 +306,15 @@ main(int argc, char **argv)
   tc_evloop_set_poll_us(o->loop, (unsigned) poll);
   tc_msgr_set_callbacks(o->msgr, osd_on_request, osd_on_conn, o);
   tc_msgr_set_request_limit(o->msgr, request_limit, o);
+  /* A peer that leaves our SEC_* requests unanswered for three leases
+   * (hung but registered, or cut off from us alone) is marked down, so
+   * writes go on without it; as long as a stuck store sync may keep it
+   * registered (osd_lease_beat). */
+  int64_t ttl = tc_config_int(cfg, "etcd_keepalive_timeout");
+  if (ttl > 0 && ttl <= 3600 && tc_msgr_set_call_timeout(o->msgr, (int) (3 * ttl * 1000)) < 0) {
+    fprintf(stderr, "tromcho-osd: %s\n", tc_last_error());
+    goto out;
+  }
   /* With use_perms every peer proves who it is: anonymous ones are refused
    * at the handshake, before they can hold a byte of the OSD's memory. */
   if (o->use_perms)

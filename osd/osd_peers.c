@@ -35,6 +35,16 @@ repeer_with(struct osd *o, uint64_t osd_num)
     o->events.peer_changed(o, osd_num);
 }
 
+/* The next probe of a down peer (osd_peers_probe): after 5, 10, 20, 40,
+ * then every 60 s while probes fail. */
+static void
+probe_later(struct osd *o, struct osd_peer *p)
+{
+  uint32_t wait = p->down_streak >= 4 ? 60 : 5u << p->down_streak;
+  p->retry_tick = o->ticks + wait;
+  p->down_streak++;
+}
+
 void
 osd_peer_mark_down(struct osd *o, uint64_t osd_num, int err)
 {
@@ -45,6 +55,7 @@ osd_peer_mark_down(struct osd *o, uint64_t osd_num, int err)
   p->down = true;
   p->dirty = false;
   p->state_rev = osd_state_rev(o, osd_num);
+  probe_later(o, p);
   repeer_with(o, osd_num);
 }
 
@@ -54,12 +65,60 @@ peer_conn_cb(struct tc_msgr_conn *c, int event, int err, void *arg)
   struct osd *o = arg;
   uint64_t num = (uint64_t) (uintptr_t) tc_msgr_conn_get_data(c);
   struct osd_peer *p = osd_peer_get(o, num);
-  if (event == TC_MSGR_UP || !p)
+  if (!p)
     return;
+  if (event == TC_MSGR_UP) {
+    p->down_streak = 0;
+    if (p->down && p->conn == c) {   /* a probe went through */
+      tc_info("osd %" PRIu64 ": peer osd %" PRIu64 " answers again", o->osd_num, num);
+      p->down = false;
+      p->state_rev = 0;
+      repeer_with(o, num);
+    }
+    return;
+  }
   if (p->conn == c)
     p->conn = NULL;
-  if (!o->stopping)
+  if (o->stopping)
+    return;
+  if (p->down) {
+    tc_debug("osd %" PRIu64 ": probe of peer osd %" PRIu64 " failed: %s", o->osd_num, num, strerror(err ? err : ECONNRESET));
+    probe_later(o, p);
+  }
+  else
     osd_peer_mark_down(o, num, err ? err : ECONNRESET);
+}
+
+/* A peer marked down that is still registered (a blip, not a restart) is
+ * probed when its time comes (probe_later): a connection opens, and once
+ * its handshake is through the peer is usable again and its PGs peer
+ * again with it. Peering itself never waits on a peer that may be hung
+ * (a handshake it never answers). A down peer whose connection stayed up
+ * (a failed SEC_SYNC) is simply usable again. */
+void
+osd_peers_probe(struct osd *o)
+{
+  for (size_t i = 0; i < o->n_peers; i++) {
+    struct osd_peer *p = &o->peers[i];
+    if (!p->down || !osd_is_up(o, p->osd_num) || o->ticks < p->retry_tick)
+      continue;
+    if (p->conn) {
+      p->down = false;
+      p->state_rev = 0;
+      repeer_with(o, p->osd_num);
+      continue;
+    }
+    const struct tc_osd_addr *a = o->ks && o->ks->map ? tc_map_osd(o->ks->map, p->osd_num) : NULL;
+    if (!a || !a->addr)
+      continue;
+    p->conn = tc_msgr_connect(o->msgr, a->addr, a->port, peer_conn_cb, o);
+    if (!p->conn) {
+      probe_later(o, p);
+      continue;
+    }
+    tc_msgr_conn_set_data(p->conn, (void *) (uintptr_t) p->osd_num);
+    p->retry_tick = UINT64_MAX;   /* until this probe ends */
+  }
 }
 
 bool
@@ -105,6 +164,7 @@ osd_peers_check(struct osd *o)
     if (p->down && osd_is_up(o, p->osd_num) && osd_state_rev(o, p->osd_num) != p->state_rev) {
       tc_info("osd %" PRIu64 ": peer osd %" PRIu64 " registered again", o->osd_num, p->osd_num);
       p->down = false;
+      p->down_streak = 0;
       repeer_with(o, p->osd_num);
     }
     else if (!p->down && p->conn && !osd_is_up(o, p->osd_num)) {

@@ -19,7 +19,8 @@
  *  - back-pressure: a client over msgr_max_inflight_ops / _bytes keeps the
  *    rest waiting (no failure), a server over its cap stops reading; all
  *    complete once the server answers;
- *  - a stalled handshake is closed after handshake_timeout. */
+ *  - a stalled handshake is closed after handshake_timeout;
+ *  - a client's call timeout fails requests a silent server holds. */
 #include <config.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -810,6 +811,29 @@ main(void)
     tc_msgr_free(s);
   }
   tc_msgr_read_rounds = 16;
+
+  /* 9. A call timeout of 1 s: requests the server holds fail (ETIMEDOUT,
+   * the connection goes down) once nothing has come back for 1-2 s (the
+   * sweep looks every second); a server that answers is unaffected. */
+  {
+    struct tc_msgr *s = server_new(TC_MODE_PAYLOAD, 0, 0, 0);
+    struct tc_msgr *c = client_new(TC_MODE_PAYLOAD, 0, 0, 0);
+    CHECK(tc_msgr_set_call_timeout(c, 1000) == 0, "call timeout set");
+    server_port = tc_msgr_listen_port(s);
+    struct run r;
+    run_client(c, server_port, 20, 4096, 5000, &r);
+    CHECK(r.ok == 20, "call timeout, answering server: 20 echoes (ok %d failed %d)", r.ok, r.failed);
+    hold_requests = 1;
+    nheld = 0;
+    uint64_t t0 = tc_now_ms();
+    run_client(c, server_port, 4, 4096, 6000, &r);
+    uint64_t dt = tc_now_ms() - t0;
+    CHECK(r.failed == 4 && r.ok == 0 && r.down && dt >= 1000 && dt < 3500,
+          "call timeout, silent server: %d of 4 failed after %" PRIu64 " ms (ok %d)", r.failed, dt, r.ok);
+    release_held();   /* their connection is closed: the replies are dropped, the payloads freed */
+    tc_msgr_free(c);
+    tc_msgr_free(s);
+  }
 
   tc_evloop_del_fd(loop, R.lfd);
   close(R.lfd);

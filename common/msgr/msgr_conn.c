@@ -405,7 +405,8 @@ send_req(struct tc_msgr_conn *c, struct tc_msgr_req *req)
   int b = req->hdr.req_id % TC_MSGR_HASH;
   req->hnext = c->inflight[b];
   c->inflight[b] = req;
-  c->ops++;
+  if (c->ops++ == 0)
+    c->busy_since_ms = tc_now_ms();
   c->bytes += req->cost;
   queue_out(c, o);
 }

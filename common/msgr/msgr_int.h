@@ -127,6 +127,7 @@ struct tc_msgr {
   uint64_t conn_budget, budget;    /* request payload bytes: per connection, all together */
   uint64_t committed;              /* request payload bytes reserved now (all connections) */
   int frame_timeout_ms, idle_timeout_ms;
+  int call_timeout_ms;             /* tc_msgr_set_call_timeout; 0: none */
   struct tc_timer *sweep_timer;
   int wake_budget;                 /* bytes were released: retry the connections waiting */
   uint64_t refused_conns;          /* counters for tests and logs */
@@ -200,6 +201,7 @@ struct tc_msgr_conn {
   struct tc_msgr_req *inflight[TC_MSGR_HASH];
   uint64_t next_req_id;
   uint32_t ops;
+  uint64_t busy_since_ms;          /* when ops last went from 0 to 1 */
   uint64_t bytes;
   uint64_t nwaiting;
   /* server side */

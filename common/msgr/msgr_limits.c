@@ -146,6 +146,16 @@ sweep(struct tc_evloop *loop, void *arg)
   struct tc_msgr_conn *next;
   for (struct tc_msgr_conn *c = m->conns; c; c = next) {
     next = c->next;
+    if (!c->is_server && m->call_timeout_ms > 0 && c->state == C_UP && c->ops > 0) {
+      /* Our requests wait and the peer sends nothing: hung, or cut off
+       * with its kernel still taking our bytes (or TCP retrying for
+       * minutes): close, so the requests fail over. */
+      uint64_t since = c->last_rx_ms > c->busy_since_ms ? c->last_rx_ms : c->busy_since_ms;
+      if (now > since && now - since >= (uint64_t) m->call_timeout_ms)
+        tc_msgr_conn_fail(c, ETIMEDOUT, "no reply for %" PRIu64 " ms with %" PRIu32 " requests in flight: peer hung or"
+                          " cut off", now - since, c->ops);
+      continue;
+    }
     if (!c->is_server || c->state != C_UP || c->paused || c->rstate == R_BUDGET)
       continue;   /* waiting on us, not on the peer */
     uint64_t quiet = now - c->last_rx_ms;
@@ -159,6 +169,13 @@ sweep(struct tc_evloop *loop, void *arg)
   m->sweep_timer = tc_evloop_timer_add(loop, SWEEP_MS, sweep, m);
   if (!m->sweep_timer)
     tc_warn("msgr: port %d: cannot re-arm the timeout sweep: %s", m->listen_port, tc_last_error());
+}
+
+int
+tc_msgr_set_call_timeout(struct tc_msgr *m, int ms)
+{
+  m->call_timeout_ms = ms > 0 ? ms : 0;
+  return ms > 0 ? tc_msgr_sweep_start(m) : 0;
 }
 
 int
