@@ -77,13 +77,17 @@ peer_conn_cb(struct tc_msgr_conn *c, int event, int err, void *arg)
     }
     return;
   }
-  if (p->conn == c)
+  bool mine = p->conn == c;
+  if (mine)
     p->conn = NULL;
   if (o->stopping)
     return;
   if (p->down) {
-    tc_debug("osd %" PRIu64 ": probe of peer osd %" PRIu64 " failed: %s", o->osd_num, num, strerror(err ? err : ECONNRESET));
-    probe_later(o, p);
+    if (mine) {   /* the probe failed: the next one later */
+      tc_debug("osd %" PRIu64 ": probe of peer osd %" PRIu64 " failed: %s", o->osd_num, num,
+               strerror(err ? err : ECONNRESET));
+      probe_later(o, p);
+    }
   }
   else
     osd_peer_mark_down(o, num, err ? err : ECONNRESET);
