@@ -469,10 +469,16 @@ reregister_on_loop(struct tc_evloop *loop, void *arg)
  * takes no data from any primary as a member (its own map may be stale);
  * before serving again, every PG it leads peers again, since a PG that
  * moved away and back meanwhile has writes its copy lacks. */
+static bool
+lease_alive(const struct osd *o)
+{
+  return tc_now_ms() < tc_kv_lease_keeper_until_ms(o->keeper);   /* 0 without a keeper */
+}
+
 bool
 osd_lease_held(const struct osd *o)
 {
-  return !o->lease_fenced && tc_now_ms() < tc_kv_lease_keeper_until_ms(o->keeper);
+  return !o->lease_fenced && lease_alive(o);
 }
 
 /* The beat the lease keeper renews on (tc_kv_lease_keeper_watch): each
@@ -498,7 +504,7 @@ osd_lease_beat(struct osd *o)
 void
 osd_lease_tick(struct osd *o)
 {
-  bool held = o->keeper && tc_now_ms() < tc_kv_lease_keeper_until_ms(o->keeper);
+  bool held = lease_alive(o);
   if (!held && !o->lease_fenced) {
     tc_warn("osd %" PRIu64 ": the KV has not renewed the lease of /osd/state/%" PRIu64 " in time: serving no I/O"
             " until it does", o->osd_num, o->osd_num);

@@ -74,6 +74,20 @@ osd_port () {
   kv_get /osd/state/$1 | python3 -c 'import sys,json; print(json.load(sys.stdin)["port"])'
 }
 
+# freeze_thread TID SECONDS NAME: stop that one thread (not its process)
+# for SECONDS (tests/freeze-thread.py, ptrace) in the background, once it
+# is stopped; FREEZE is its PID, $TESTDIR/NAME.out says "frozen", then
+# "thawed". thawed NAME: whether it ran again.
+freeze_thread () {
+  python3 "$top_srcdir/tests/freeze-thread.py" "$1" "$2" >"$TESTDIR/$3.out" 2>&1 &
+  FREEZE=$!
+  cleanup_fn "stop_pid $FREEZE 2>/dev/null"
+  WAIT_SECS=5 wait_for grep -q frozen "$TESTDIR/$3.out" || fail "could not freeze thread $1: $(cat "$TESTDIR/$3.out")"
+}
+thawed () { grep -q thawed "$TESTDIR/$1.out"; }
+# thaw_wait NAME: wait for the freeze to end
+thaw_wait () { wait "$FREEZE" || fail "freeze-thread.py failed: $(cat "$TESTDIR/$1.out")"; }
+
 osd_client () {
   "$OSD_CLIENT" --etcd_address "$KV_URL" "$@"
 }

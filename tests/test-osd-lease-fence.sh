@@ -111,18 +111,15 @@ WAIT_SECS=20 wait_for grep -q "osd 4: holding a lease again" "$TESTDIR/osd4.log"
 # OSD leaves the map (before, it stayed registered and its PGs waited on
 # it for ever); thawed, it fences itself, registers again and takes writes.
 v2=$(ver 2 $I1)
-python3 "$top_srcdir/tests/freeze-thread.py" "$(cat "$TESTDIR/osd2.pid")" 10 >"$TESTDIR/freeze.out" 2>&1 &
-FREEZE=$!
-cleanup_fn "stop_pid $FREEZE 2>/dev/null"
-WAIT_SECS=5 wait_for grep -q frozen "$TESTDIR/freeze.out" || fail "could not freeze osd 2's loop: $(cat "$TESTDIR/freeze.out")"
+freeze_thread "$(cat "$TESTDIR/osd2.pid")" 10 freeze   # the loop: the main thread
 t0=$(date +%s)
 not_registered () { ! osd_registered "$1"; }
 WAIT_SECS=9 wait_for not_registered 2 || fail "osd 2's lease outlived its hung loop"
 grep -q "kv: the holder of lease [0-9a-f]* has shown no life for [0-9]* ms: letting the lease lapse" "$TESTDIR/osd2.log" ||
   fail "osd 2's keeper did not say why it let the lease lapse"
 echo "osd 2 with a hung loop left the map after $(( $(date +%s) - t0 )) s (lease 3 s)"
-grep -q thawed "$TESTDIR/freeze.out" && fail "osd 2 left the map only after its loop ran again: the test proves nothing"
-wait "$FREEZE" || fail "freeze-thread.py failed: $(cat "$TESTDIR/freeze.out")"
+thawed freeze && fail "osd 2 left the map only after its loop ran again: the test proves nothing"
+thaw_wait freeze
 WAIT_SECS=20 wait_for grep -q "osd 2: holding a lease again" "$TESTDIR/osd2.log" || fail "osd 2 did not get a lease again"
 WAIT_SECS=20 wait_for osd_registered 2 || fail "osd 2 did not register again"
 ok=
@@ -139,10 +136,7 @@ done
 P4=$(cat "$TESTDIR/osd4.pid") TID=
 for t in /proc/$P4/task/*; do [ "$(cat "$t/comm" 2>/dev/null)" = tc-osd-sync ] && TID=${t##*/}; done
 [ -n "$TID" ] || fail "osd 4 has no thread named tc-osd-sync"
-python3 "$top_srcdir/tests/freeze-thread.py" "$TID" 24 >"$TESTDIR/freeze2.out" 2>&1 &
-FREEZE=$!
-cleanup_fn "stop_pid $FREEZE 2>/dev/null"
-WAIT_SECS=5 wait_for grep -q frozen "$TESTDIR/freeze2.out" || fail "could not freeze osd 4's sync thread: $(cat "$TESTDIR/freeze2.out")"
+freeze_thread "$TID" 24 freeze2
 timeout 60 "$OSD_CLIENT" --etcd_address "$KV_URL" raw SYNC --port "${PORT[4]}" >"$TESTDIR/sync.out" 2>&1 &
 SYNC=$!
 t0=$(date +%s)
@@ -152,8 +146,8 @@ WAIT_SECS=20 wait_for not_registered 4 || fail "osd 4 stayed registered with a s
 grep -q "osd 4: the store's sync has not returned for [0-9]* s: letting the lease lapse" "$TESTDIR/osd4.log" ||
   fail "osd 4 did not say why it let the lease lapse"
 echo "osd 4 with a stuck sync left the map after $(( $(date +%s) - t0 )) s (three leases: 9 s)"
-grep -q thawed "$TESTDIR/freeze2.out" && fail "osd 4 left the map only after its sync returned: the test proves nothing"
-wait "$FREEZE" || fail "freeze-thread.py failed: $(cat "$TESTDIR/freeze2.out")"
+thawed freeze2 && fail "osd 4 left the map only after its sync returned: the test proves nothing"
+thaw_wait freeze2
 wait "$SYNC" || true
 grep -q '^status=0 ' "$TESTDIR/sync.out" || fail "the SYNC was not answered once the sync thread ran: $(cat "$TESTDIR/sync.out")"
 WAIT_SECS=20 wait_for grep -q "osd 4: the store's syncs return again" "$TESTDIR/osd4.log" || fail "osd 4 did not see its syncs return"

@@ -33,10 +33,7 @@ write 10 a | grep -q '^status=0 ' || fail "a write through osd 1"
 v2=$(ver)
 [ -n "$v2" ] && [ "$v2" -gt 0 ] || fail "osd 2 has no copy: '$v2'"
 
-python3 "$top_srcdir/tests/freeze-thread.py" "$(cat "$TESTDIR/osd2.pid")" 24 >"$TESTDIR/freeze.out" 2>&1 &
-FREEZE=$!
-cleanup_fn "stop_pid $FREEZE 2>/dev/null"
-WAIT_SECS=5 wait_for grep -q frozen "$TESTDIR/freeze.out" || fail "could not freeze osd 2's loop: $(cat "$TESTDIR/freeze.out")"
+freeze_thread "$(cat "$TESTDIR/osd2.pid")" 24 freeze   # the loop: the main thread
 write 5 b | grep -q '^status=0 ' || fail "a write through osd 1 (pg_minsize 1) with osd 2 frozen"
 # The SYNC that must reach osd 2 (written since its last SEC_SYNC).
 sync1 () { timeout "$1" "$OSD_CLIENT" --etcd_address "$KV_URL" raw SYNC --port "$P1"; }
@@ -61,8 +58,8 @@ for c in c d e; do
   python3 -c "import sys; sys.exit(0 if $(date +%s.%N) - $t0 < 3 else 1)" || fail "a write or SYNC waited on the down member"
   sleep 1
 done
-grep -q thawed "$TESTDIR/freeze.out" && fail "osd 2 ran again too early: the test proves nothing"
-wait "$FREEZE" || fail "freeze-thread.py failed: $(cat "$TESTDIR/freeze.out")"
+thawed freeze && fail "osd 2 ran again too early: the test proves nothing"
+thaw_wait freeze
 WAIT_SECS=40 wait_for grep -q "peer osd 2 answers again" "$TESTDIR/osd1.log" || fail "osd 1's probes did not take osd 2 back"
 # (What osd 2's socket held when osd 1 closed it, the write "b", lands
 # when it runs: the same bytes at the same version as osd 1's, marked
