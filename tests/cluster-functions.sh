@@ -33,13 +33,15 @@ make_pool () {
   kv_put /config/pools "{\"$1\": {\"name\": \"pool$1\", \"pg_count\": $2, \"pg_size\": $3, \"pg_minsize\": $4, \"block_size\": ${5:-131072}}}"
 }
 
-# start_osd N: format a 256 MiB store and run OSD N on a free port.
+# start_osd N: format a 256 MiB store and run OSD N on a free port
+# (OSD_OPTS: more options for it).
 start_osd () {
   local n=$1 dir=$TESTDIR/osd$1
   mkdir -p "$dir"
   [ -f "$dir/data" ] || tromcho osd-create --data "$dir/data" --osd_num "$n" --size ${OSD_SIZE:-256M} >"$dir/log" 2>&1 ||
     { cat "$dir/log"; fail "osd-create $n"; }
-  tromcho-osd --osd_num "$n" --osd_data "$dir/data" >>"$dir/log" 2>&1 &
+  # shellcheck disable=SC2086
+  tromcho-osd --osd_num "$n" --osd_data "$dir/data" ${OSD_OPTS:-} >>"$dir/log" 2>&1 &
   echo $! > "$dir/pid"
   cleanup_fn "stop_osd $n"
   wait_for osd_registered "$n" || { cat "$dir/log"; fail "OSD $n did not register"; }

@@ -3,6 +3,7 @@
 #include <config.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -91,6 +92,17 @@ tc_cluster_new(const struct tc_config *cfg, struct tc_kv *kv)
   cl->sched_batch = tc_config_bool(cfg, "sched_batch");
   tc_objstore_run_set_sched_batch(cl->sched_batch);
   if (!(cl->msgr = tc_msgr_new_from_config(cl->loop, cfg, 0)))
+    goto fail;
+  /* Requests on a connection that stays silent (the OSD cut off from us
+   * alone, or hung while still registered) fail over after three OSD
+   * leases or the operation's timeout, whichever comes first: the link
+   * closes and they retry where the map says then, instead of waiting
+   * for TCP to give up (many minutes) or for ever. */
+  int64_t ttl = tc_config_int(cfg, "etcd_keepalive_timeout");
+  uint64_t call_ms = cl->op_timeout_ms;
+  if (ttl > 0 && ttl <= 3600 && (uint64_t) ttl * 3000 < call_ms)
+    call_ms = (uint64_t) ttl * 3000;
+  if (tc_msgr_set_call_timeout(cl->msgr, call_ms > INT_MAX ? INT_MAX : (int) call_ms) < 0)
     goto fail;
   int e = pthread_create(&cl->io_thread, NULL, io_main, cl);
   if (e) {

@@ -400,15 +400,22 @@ cluster_sreq_dispatch(struct sreq *sr)
     }
     osd = pgi->primary;
   }
+  if (sr->kind == SR_SYNC && cop->all_round && !osd_leads_any(cl->map, osd)) {
+    /* The round after a replay: every unsynced write went again to the
+     * PGs' current primaries, whose SYNCs reach their members, so an OSD
+     * that leads no PG owes it nothing (it may be the silent one the
+     * replay went around: waiting for it held the sync until the
+     * operation's timeout). */
+    part_finish(sr, 0);
+    return;
+  }
   struct tc_msgr_conn *conn = cluster_link_get(cl, osd);
   if (!conn && sr->kind == SR_SYNC && !osd_leads_any(cl->map, osd)) {
     /* Unreachable and primary of no PG any more (its PGs moved): what it
      * acknowledged cannot be synced there, so it is written again to the
-     * PGs' primaries (resync: replay, then sync all), and that round
-     * needs nothing from it. Waiting for it to leave the map held the
-     * sync for up to a lease's time. */
-    if (!cop->all_round)
-      cop->resync = true;
+     * PGs' primaries (resync: replay, then sync all). Waiting for it to
+     * leave the map held the sync for up to a lease's time. */
+    cop->resync = true;
     part_finish(sr, 0);
     return;
   }
