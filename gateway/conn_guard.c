@@ -148,14 +148,17 @@ same_addr(const struct conn_slot *s, int family, const uint8_t *addr)
 }
 
 /* The connection to close for room: unauthenticated, no request under way,
- * silent longest (from addr only when addr is given). NULL if none. */
+ * silent longest (from addr only when addr is given). NULL if none. One
+ * MHD has not started yet counts too: when its workers fall behind a burst
+ * of sockets, the newest ones are all unstarted, and refusing every
+ * newcomer would lock the legitimate ones out until MHD caught up. */
 static struct conn_slot *
 victim(struct conn_guard *g, int family, const uint8_t *addr)
 {
   struct conn_slot *best = NULL;
   uint32_t best_silence = 0;
   for (struct conn_slot *s = g->head.next; s != &g->head; s = s->next) {
-    if (!s->started || s->closing || s->authenticated || s->phase != PH_IDLE)
+    if (s->closing || s->authenticated || s->phase != PH_IDLE)
       continue;
     if (addr && !same_addr(s, family, addr))
       continue;

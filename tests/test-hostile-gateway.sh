@@ -159,4 +159,34 @@ attack trickle 30 trickle --tls --conns 100 --from 127.0.0.3 --cert "$P/admin.cr
 grep -q 'gateway_request_timeout' "$LOG" || fail "trickle: no log line naming gateway_request_timeout"
 [ "$(metric tromcho_gateway_connections_request_timeout_total)" -ge 100 ] || fail "trickle: not counted in /metrics"
 [ "$(metric tromcho_gateway_auth_failures_total)" -ge 50 ] || fail "big-body-anon: the 401s are not counted in /metrics"
+# 7. A gateway behind on a burst of sockets: its MHD workers stopped for
+# 5 s (tests/freeze-thread.py: nothing new gets started meanwhile) while
+# 400 sockets come from the cluster's own address, over its cap of 200.
+# A client arriving then still gets in once the workers run: the newest
+# sockets, not yet started, give way to it (before, only started ones
+# could, so it was refused).
+workers=$(for t in /proc/$PID/task/*; do [ "$(cat "$t/comm")" = MHD-worker ] && basename "$t"; done)
+[ "$(echo "$workers" | wc -w)" = 4 ] || fail "behind: not the 4 MHD workers of gateway_threads 4: $workers"
+freezers=""
+for t in $workers; do
+  python3 "$top_srcdir/tests/freeze-thread.py" "$t" 5 >"$TESTDIR/freeze-$t.out" 2>&1 &
+  freezers="$freezers $!"
+  cleanup_fn "kill $! 2>/dev/null"
+done
+for t in $workers; do
+  WAIT_SECS=5 wait_for grep -q frozen "$TESTDIR/freeze-$t.out" || fail "behind: could not stop worker $t: $(cat "$TESTDIR/freeze-$t.out")"
+done
+"$HOSTILE" tls-half --conns 400 --port "$port" --hold 20 >"$TESTDIR/behind.out" 2>"$TESTDIR/behind.err" &
+hp=$!
+cleanup_fn "kill $hp 2>/dev/null"
+WAIT_SECS=5 wait_for grep -q '^ready' "$TESTDIR/behind.out" || fail "behind: the attacker did not get going"
+sleep 0.5   # the accept thread takes them in (it runs; the workers do not)
+grep -q thawed "$TESTDIR"/freeze-*.out && fail "behind: the workers ran again before the client came: the test proves nothing"
+out=$(as osd_ca lease/grant '{"TTL": 10}') ||
+  fail "behind: a client arriving while MHD was behind was refused: '$out' ($(head -n 1 "$TESTDIR/behind.out"))"
+echo "$out" | grep -q '"ID"' || fail "behind: lease grant answered: $out"
+for f in $freezers; do wait "$f" || fail "behind: freeze-thread.py failed"; done
+echo "behind: a client got in while the gateway's workers were stopped under 400 new sockets"
+wait $hp || fail "behind: the attacker failed: $(cat "$TESTDIR/behind.err")"
+legit "behind (after)"
 echo "ok"
