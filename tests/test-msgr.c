@@ -205,7 +205,7 @@ relay_plan(long flip_c2s, long flip_s2c, long cut_c2s, int op, long op_start, lo
 /* Server: echo, or hold requests until released (back-pressure tests). */
 struct held { struct tc_msgr_conn *c; struct tc_frame_hdr h; void *p; };
 static struct held held[4096];
-static int nheld, hold_requests;
+static int nheld, hold_requests, hold_limit = 4096;
 
 static void
 echo_now(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload)
@@ -222,7 +222,7 @@ static void
 srv_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload, void *arg)
 {
   nrequests++;
-  if (hold_requests && nheld < 4096) {
+  if (hold_requests && nheld < hold_limit) {
     held[nheld++] = (struct held) { c, *hdr, payload };
     return;
   }
@@ -836,6 +836,56 @@ main(void)
       free(held[i].p);
     nheld = 0;
     hold_requests = 0;
+    tc_msgr_free(c);
+    tc_msgr_free(s);
+  }
+
+  /* 10. A server that answers every request but one: the timeout above
+   * never fires (replies keep coming), so the one it sits on fails once it
+   * has waited twice the call timeout (2-3 s with the sweep), with the
+   * connection; before, it waited for ever. */
+  {
+    struct tc_msgr *s = server_new(TC_MODE_PAYLOAD, 0, 0, 0);
+    struct tc_msgr *c = client_new(TC_MODE_PAYLOAD, 0, 0, 0);
+    CHECK(tc_msgr_set_call_timeout(c, 1000) == 0, "call timeout set");
+    hold_requests = 1;
+    hold_limit = 1;
+    nheld = 0;
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.conn = tc_msgr_connect(c, "127.0.0.1", tc_msgr_listen_port(s), run_conn, &r);
+    CHECK(r.conn != NULL, "connect");
+    uint8_t byte[MAXREQ] = { 0 };
+    uint64_t t0 = tc_now_ms(), failed_at = 0;
+    int sent = 0;
+    while (r.conn && sent < MAXREQ && tc_now_ms() - t0 < 8000) {
+      /* a request every 100 ms: the first is held, the rest echoed */
+      r.data[sent] = r.expect[sent] = &byte[sent];
+      r.iov[sent] = (struct iovec) { &byte[sent], 1 };
+      r.req[sent] = (struct tc_msgr_req) { .hdr.opcode = 7, .iov = &r.iov[sent], .iovcnt = 1, .done = run_done,
+                                           .arg = &r };
+      tc_msgr_call(r.conn, &r.req[sent++]);
+      uint64_t next = tc_now_ms() + 100;
+      while (r.conn && tc_now_ms() < next)
+        tc_evloop_run_once(loop, 20);
+      if (r.failed && !failed_at)
+        failed_at = tc_now_ms();
+    }
+    while (!r.down)
+      tc_evloop_run_once(loop, 20);
+    if (!failed_at)
+      failed_at = tc_now_ms();
+    uint64_t dt = failed_at - t0;
+    CHECK(nheld == 1 && r.down && r.failed >= 1 && r.ok >= 10 && dt >= 2000 && dt < 4500,
+          "one request of many unanswered: it failed after %" PRIu64 " ms (%d answered, %d failed, held %d)", dt,
+          r.ok, r.failed, nheld);
+    for (int i = 0; i < 3; i++)
+      tc_evloop_run_once(loop, 0);
+    for (int i = 0; i < nheld; i++)
+      free(held[i].p);
+    nheld = 0;
+    hold_requests = 0;
+    hold_limit = 4096;
     tc_msgr_free(c);
     tc_msgr_free(s);
   }

@@ -205,11 +205,12 @@ void tc_msgr_set_allowed_roles(struct tc_msgr *m, unsigned roles);
 /* Server: the per-operation payload limit (default: max_frame for all). */
 void tc_msgr_set_request_limit(struct tc_msgr *m, tc_msgr_limit_cb fn, void *arg);
 /* Client side: a connection whose requests have waited ms with nothing
- * received meanwhile (no reply, no byte) is closed with ETIMEDOUT (its
- * requests fail, DOWN runs), checked every second; 0 (the default) never.
- * For peers that answer in bounded time: a partition the kernel does not
- * report for minutes, or a peer whose loop hangs. 0, or -1 if the
- * endpoint's timer cannot start. */
+ * received meanwhile (no reply, no byte), or one of whose requests has
+ * waited twice ms while later ones were answered, is closed with
+ * ETIMEDOUT (its requests fail, DOWN runs), checked every second; 0 (the
+ * default) never. For peers that answer in bounded time: a partition the
+ * kernel does not report for minutes, a peer whose loop hangs, a peer that
+ * lost a request. 0, or -1 if the endpoint's timer cannot start. */
 int tc_msgr_set_call_timeout(struct tc_msgr *m, int ms);
 /* Endpoint counters: accepted connections alive, refused by the caps,
  * request payload bytes reserved now. */

@@ -202,6 +202,7 @@ struct tc_msgr_conn {
   uint64_t next_req_id;
   uint32_t ops;
   uint64_t busy_since_ms;          /* when ops last went from 0 to 1 */
+  uint64_t oldest_id, oldest_since_ms;   /* the oldest request in flight at the last sweeps, since when */
   uint64_t bytes;
   uint64_t nwaiting;
   /* server side */

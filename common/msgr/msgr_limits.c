@@ -138,6 +138,18 @@ mid_frame(const struct tc_msgr_conn *c)
   return (c->rstate == R_PAYLOAD) || (c->rstate == R_HDR && c->rpos < c->rlen);
 }
 
+/* The id of the oldest request in flight on c (ids only grow). */
+static uint64_t
+oldest_inflight(const struct tc_msgr_conn *c)
+{
+  uint64_t min = UINT64_MAX;
+  for (int b = 0; b < TC_MSGR_HASH; b++)
+    for (const struct tc_msgr_req *r = c->inflight[b]; r; r = r->hnext)
+      if (r->hdr.req_id < min)
+        min = r->hdr.req_id;
+  return min;
+}
+
 static void
 sweep(struct tc_evloop *loop, void *arg)
 {
@@ -151,9 +163,20 @@ sweep(struct tc_evloop *loop, void *arg)
        * with its kernel still taking our bytes (or TCP retrying for
        * minutes): close, so the requests fail over. */
       uint64_t since = c->last_rx_ms > c->busy_since_ms ? c->last_rx_ms : c->busy_since_ms;
+      uint64_t oldest = oldest_inflight(c);
+      if (oldest != c->oldest_id || !c->oldest_since_ms) {
+        c->oldest_id = oldest;
+        c->oldest_since_ms = now;
+      }
       if (now > since && now - since >= (uint64_t) m->call_timeout_ms)
         tc_msgr_conn_fail(c, ETIMEDOUT, "no reply for %" PRIu64 " ms with %" PRIu32 " requests in flight: peer hung or"
                           " cut off", now - since, c->ops);
+      else if (now - c->oldest_since_ms >= 2 * (uint64_t) m->call_timeout_ms)
+        /* Replies come, but not to this one: a peer that lost it (or sits
+         * on it) would hold its caller for ever; twice the timeout, as a
+         * peer may rightly wait one timeout for a peer of its own. */
+        tc_msgr_conn_fail(c, ETIMEDOUT, "request %" PRIu64 " unanswered for %" PRIu64 " ms while later ones were: "
+                          "peer lost it", oldest, now - c->oldest_since_ms);
       continue;
     }
     if (!c->is_server || c->state != C_UP || c->paused || c->rstate == R_BUDGET)
