@@ -2,7 +2,7 @@
 # The cluster client and an OSD that stays in the map but answers nothing
 # on a connection already up (SIGSTOP with a 60 s lease: as hung, or cut
 # off from this client alone, while the KV still sees it). The client's
-# call timeout (three etcd_keepalive_timeout of its config, or
+# call timeout (four etcd_keepalive_timeout of its config, or
 # client_op_timeout if shorter) closes the silent connection, so:
 # 1. when the PG moves to another OSD meanwhile, the writes in flight on
 #    the silent primary retry on the new one and the copy completes,
@@ -15,7 +15,7 @@
 . "$top_srcdir/tests/cluster-functions.sh"
 requires tromcho tromcho-osd curl python3 sha256sum
 start_kv
-# The client: call timeout 3 x 2 s; the OSDs: leases of 60 s (command line).
+# The client: call timeout 4 x 2 s; the OSDs: leases of 60 s (command line).
 EXTRA_CONF=', "etcd_keepalive_timeout": 2' OP_TIMEOUT=60 write_conf
 make_pool 1 1 2 1
 OSD_OPTS="--etcd_keepalive_timeout 60"

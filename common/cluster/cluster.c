@@ -94,14 +94,17 @@ tc_cluster_new(const struct tc_config *cfg, struct tc_kv *kv)
   if (!(cl->msgr = tc_msgr_new_from_config(cl->loop, cfg, 0)))
     goto fail;
   /* Requests on a connection that stays silent (the OSD cut off from us
-   * alone, or hung while still registered) fail over after three OSD
+   * alone, or hung while still registered) fail over after four OSD
    * leases or the operation's timeout, whichever comes first: the link
    * closes and they retry where the map says then, instead of waiting
-   * for TCP to give up (many minutes) or for ever. */
+   * for TCP to give up (many minutes) or for ever. One lease more than
+   * an OSD waits for a silent peer (osd_main.c), so a primary whose
+   * member is silent answers our SYNC first (EAGAIN: sync again without
+   * it) rather than us closing on it (a replay). */
   int64_t ttl = tc_config_int(cfg, "etcd_keepalive_timeout");
   uint64_t call_ms = cl->op_timeout_ms;
-  if (ttl > 0 && ttl <= 3600 && (uint64_t) ttl * 3000 < call_ms)
-    call_ms = (uint64_t) ttl * 3000;
+  if (ttl > 0 && ttl <= 3600 && (uint64_t) ttl * 4000 < call_ms)
+    call_ms = (uint64_t) ttl * 4000;
   if (tc_msgr_set_call_timeout(cl->msgr, call_ms > INT_MAX ? INT_MAX : (int) call_ms) < 0)
     goto fail;
   int e = pthread_create(&cl->io_thread, NULL, io_main, cl);
