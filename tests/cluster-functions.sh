@@ -78,3 +78,14 @@ start_rep3 () {
   for n in 1 2 3; do start_osd $n; done
   set_pgs 1 8 "1 2 3"
 }
+
+# feed_paused MIB: $TESTDIR/src to stdout, its first MIB MiB at once, the
+# rest once $TESTDIR/go exists ($TESTDIR/paused says the first part went),
+# so a copy reading it is surely in the middle when the test acts.
+feed_paused () {
+  rm -f "$TESTDIR/go" "$TESTDIR/paused"
+  head -c $(($1 << 20)) "$TESTDIR/src"
+  touch "$TESTDIR/paused"
+  while [ ! -e "$TESTDIR/go" ]; do sleep 0.05; done
+  tail -c +$((($1 << 20) + 1)) "$TESTDIR/src"
+}

@@ -33,25 +33,22 @@ tromcho create img -s 64M >/dev/null || fail "create"
 head -c $((16 << 20)) /dev/urandom > "$TESTDIR/src"
 cleanup_fn "for p in $TESTDIR/osd*/pid; do kill -CONT \$(cat \$p) 2>/dev/null; done; true"
 
-# feed: 4 MiB of the source, then the rest once $TESTDIR/go exists, so the
-# client's connection to the primary is up when the primary stops.
-feed () {
-  rm -f "$TESTDIR/go" "$TESTDIR/paused"
-  head -c $((4 << 20)) "$TESTDIR/src"
-  touch "$TESTDIR/paused"
-  while [ ! -e "$TESTDIR/go" ]; do sleep 0.05; done
-  tail -c +$(((4 << 20) + 1)) "$TESTDIR/src"
+# copy_and_stop N SEEK: start a copy of the source to the image at SEEK
+# (256 KiB blocks; dd_pid), stop OSD N once 4 MiB went (the copy's
+# connection to it is up), then let the rest go (t0: then).
+copy_and_stop () {
+  feed_paused 4 | tromcho dd if=/dev/stdin oimg=img bs=256K iodepth=4 seek="$2" 2>"$TESTDIR/dd.err" &
+  dd_pid=$!
+  wait_for test -e "$TESTDIR/paused" || fail "the feed did not start"
+  sleep 0.5
+  kill -STOP "$(cat "$TESTDIR/osd$1/pid")"
+  touch "$TESTDIR/go"
+  t0=$(date +%s.%N)
 }
 elapsed () { python3 -c "print('%.1f' % ($(date +%s.%N) - $1))"; }
 
 # 1. The primary stops mid-copy; the PG moves to OSD 2 alone.
-feed | tromcho dd if=/dev/stdin oimg=img bs=256K iodepth=4 2>"$TESTDIR/dd.err" &
-dd_pid=$!
-wait_for test -e "$TESTDIR/paused" || fail "the feed did not start"
-sleep 0.5
-kill -STOP "$(cat "$TESTDIR/osd1/pid")"
-touch "$TESTDIR/go"
-t0=$(date +%s.%N)
+copy_and_stop 1 0
 sleep 1
 set_pgs 1 1 "2" 1
 WAIT_SECS=45 wait_for sh -c "! kill -0 $dd_pid 2>/dev/null" ||
@@ -67,13 +64,7 @@ kill -CONT "$(cat "$TESTDIR/osd1/pid")"
 # 2. The primary (OSD 2) stops and nothing moves: an operation fails after
 #    client_op_timeout (5 s here), it does not hang.
 OP_TIMEOUT=5 EXTRA_CONF=', "etcd_keepalive_timeout": 2' write_conf
-feed | tromcho dd if=/dev/stdin oimg=img bs=256K iodepth=4 seek=64 2>"$TESTDIR/dd.err" &
-dd_pid=$!
-wait_for test -e "$TESTDIR/paused" || fail "the feed did not start"
-sleep 0.5
-kill -STOP "$(cat "$TESTDIR/osd2/pid")"
-touch "$TESTDIR/go"
-t0=$(date +%s.%N)
+copy_and_stop 2 64
 WAIT_SECS=25 wait_for sh -c "! kill -0 $dd_pid 2>/dev/null" ||
   fail "the copy still waits on the stopped primary 25 s later (client_op_timeout 5 s)"
 if wait $dd_pid; then fail "the copy succeeded with its only primary stopped"; fi

@@ -25,20 +25,9 @@ set_pgs 1 8 "1 2"
 tromcho create img -s 256M --enc_key auto >/dev/null || fail "create"
 head -c $((192 << 20)) /dev/urandom > "$TESTDIR/src"
 
-# feed: the source through a pipe that stops after 96 MiB until $TESTDIR/go
-# exists, so the OSD dies while the dd is surely in the middle of its copy
-# (whatever the machine's speed); $TESTDIR/paused says the first half went.
-feed () {
-  rm -f "$TESTDIR/go" "$TESTDIR/paused"
-  head -c $((96 << 20)) "$TESTDIR/src"
-  touch "$TESTDIR/paused"
-  while [ ! -e "$TESTDIR/go" ]; do sleep 0.05; done
-  tail -c +$(((96 << 20) + 1)) "$TESTDIR/src"
-}
-
 # 1. The primary of half the PGs dies and comes back (pg_minsize 2: its PGs
 #    wait for it).
-feed | tromcho dd if=/dev/stdin oimg=img bs=256K iodepth=4 2>"$TESTDIR/dd.err" &
+feed_paused 96 | tromcho dd if=/dev/stdin oimg=img bs=256K iodepth=4 2>"$TESTDIR/dd.err" &
 dd_pid=$!
 wait_for test -e "$TESTDIR/paused" || fail "the feed did not start"
 stop_osd 1 -9
@@ -56,7 +45,7 @@ echo "dd across kill -9 and restart of an OSD: complete, checksums match"
 #    the monitor does: written here) while the dd runs.
 make_pool 1 8 2 1
 sleep 0.5
-feed | tromcho dd if=/dev/stdin oimg=img bs=256K iodepth=4 seek=64 2>"$TESTDIR/dd.err" &
+feed_paused 96 | tromcho dd if=/dev/stdin oimg=img bs=256K iodepth=4 seek=64 2>"$TESTDIR/dd.err" &
 dd_pid=$!
 wait_for test -e "$TESTDIR/paused" || fail "the feed did not start"
 stop_osd 2 -9
