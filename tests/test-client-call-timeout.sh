@@ -7,7 +7,8 @@
 # 1. when the PG moves to another OSD meanwhile, the writes in flight on
 #    the silent primary retry on the new one and the copy completes,
 #    while the old primary is still stopped (before: they waited on the
-#    socket until it ran again, or until TCP gave up);
+#    socket until it ran again, or until TCP gave up), and the last SYNC
+#    does not wait on the silent OSD (leading no PG now) for a handshake;
 # 2. when nothing moves, an operation fails after client_op_timeout with
 #    an error that says so, instead of hanging.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
@@ -56,6 +57,10 @@ WAIT_SECS=45 wait_for sh -c "! kill -0 $dd_pid 2>/dev/null" ||
 wait $dd_pid || { cat "$TESTDIR/dd.err"; fail "the copy failed after the PG moved"; }
 took=$(elapsed "$t0")
 echo "writes in flight on a stopped primary (its PG moved): the copy completed ${took} s after it stopped"
+# One call timeout (8 s) and the replay, not a handshake timeout more: the
+# last SYNC does not connect again to the silent OSD, which leads no PG now.
+python3 -c "import sys; sys.exit(0 if $took < 14 else 1)" ||
+  fail "the copy took ${took} s: its SYNC waited on the silent old primary (a new handshake) before the replay"
 osd_registered 1 || fail "osd 1 left the map: the test proves nothing"
 tromcho dd iimg=img of="$TESTDIR/back" bs=1M count=16 2>"$TESTDIR/dd.err" || { cat "$TESTDIR/dd.err"; fail "read back"; }
 [ "$(sha256sum < "$TESTDIR/back")" = "$(sha256sum < "$TESTDIR/src")" ] || fail "the image does not hold what dd copied"

@@ -20,10 +20,13 @@ link_cb(struct tc_msgr_conn *c, int event, int err, void *arg)
   if (event == TC_MSGR_UP) {
     tc_debug("cluster: connected to OSD %" PRIu64 " (%s, mode %s)", l->id, tc_msgr_conn_peername(c),
              tc_msgr_mode_name(tc_msgr_conn_mode(c)));
+    l->timed_out = false;
     return;
   }
   if (l->conn == c) {
     l->conn = NULL;
+    /* Our call timeout or the handshake's: the OSD is silent to us. */
+    l->timed_out = err == -ETIMEDOUT;
     tc_debug("cluster: connection to OSD %" PRIu64 " closed: %s", l->id, err ? strerror(-err) : "closed");
   }
 }
@@ -67,6 +70,17 @@ cluster_link_get(struct tc_cluster *cl, uint64_t id)
   else
     STAT_INC(cl, reconnects);
   return l->conn;
+}
+
+/* Whether the last connection to OSD id closed on a timeout (it left our
+ * requests or its handshake unanswered) and none came up since. */
+bool
+cluster_link_timed_out(const struct tc_cluster *cl, uint64_t id)
+{
+  for (const struct osd_link *l = cl->links; l; l = l->next)
+    if (l->id == id)
+      return l->timed_out;
+  return false;
 }
 
 /* A new map: an OSD that moved, or that left the map (its lease ran out:

@@ -409,12 +409,15 @@ cluster_sreq_dispatch(struct sreq *sr)
     part_finish(sr, 0);
     return;
   }
-  struct tc_msgr_conn *conn = cluster_link_get(cl, osd);
-  if (!conn && sr->kind == SR_SYNC && !osd_leads_any(cl->map, osd)) {
-    /* Unreachable and primary of no PG any more (its PGs moved): what it
-     * acknowledged cannot be synced there, so it is written again to the
-     * PGs' primaries (resync: replay, then sync all). Waiting for it to
-     * leave the map held the sync for up to a lease's time. */
+  bool sync_led_none = sr->kind == SR_SYNC && !osd_leads_any(cl->map, osd);
+  struct tc_msgr_conn *conn = sync_led_none && cluster_link_timed_out(cl, osd) ? NULL : cluster_link_get(cl, osd);
+  if (!conn && sync_led_none) {
+    /* Unreachable, or silent (our last connection to it timed out), and
+     * primary of no PG any more (its PGs moved): what it acknowledged
+     * cannot be synced there, so it is written again to the PGs'
+     * primaries (resync: replay, then sync all). Waiting for it to leave
+     * the map held the sync for up to a lease's time; connecting to a
+     * silent one again, for a handshake timeout. */
     cop->resync = true;
     part_finish(sr, 0);
     return;

@@ -25,6 +25,7 @@ struct osd_link {
   int port;
   struct tc_msgr_conn *conn;   /* NULL: not connected */
   uint64_t last_connect;       /* ms: reconnect at most every RECONNECT_MS */
+  bool timed_out;              /* the last connection closed on a timeout (a silent OSD), none up since */
   struct osd_link *next;
 };
 
@@ -162,6 +163,7 @@ void cluster_watch_cb(void *arg, const struct tc_kv_watch_update *u);
 /* cluster_conn.c */
 struct tc_msgr_conn *cluster_link_get(struct tc_cluster *cl, uint64_t id);
 void cluster_links_update(struct tc_cluster *cl);
+bool cluster_link_timed_out(const struct tc_cluster *cl, uint64_t id);
 void cluster_links_free(struct tc_cluster *cl);
 
 /* cluster_dispatch.c */
