@@ -35,10 +35,11 @@ trap _run_cleanup EXIT
 trap 'exit 130' INT TERM
 
 # A temporary folder of the test's own, removed on exit (kept when the test
-# fails and TC_KEEP_FAILED is set, to read its daemons' logs).
+# fails, not when it skips (77), and TC_KEEP_FAILED is set, to read its
+# daemons' logs).
 TESTDIR=$(mktemp -d "/tmp/tromcho-test.XXXXXX")
 _remove_testdir () {
-  if [ "$rc" != 0 ] && [ -n "${TC_KEEP_FAILED:-}" ]; then
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ -n "${TC_KEEP_FAILED:-}" ]; then
     echo "$0: kept $TESTDIR" >&2
   else
     rm -rf "$TESTDIR"
