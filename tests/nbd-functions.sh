@@ -23,13 +23,19 @@ start_nbdkit () {
   params=("$@")
   local sock=$TESTDIR/$name.sock pid=$TESTDIR/$name.pid
   rm -f "$sock" "$pid"
-  nbdkit -U "$sock" -P "$pid" "${opts[@]}" "$PLUGIN" "${params[@]}" 2>>"$TESTDIR/$name.log" ||
-    { cat "$TESTDIR/$name.log" >&2; fail "nbdkit $name did not start"; }
-  # nbdkit binds the socket before it forks; its child writes the PID file
-  # after: a test reading the PID right away would race it (seen once).
-  cleanup_fn "stop_nbdkit $name"
-  wait_for test -S "$sock" || fail "nbdkit $name: no socket"
-  wait_for test -s "$pid" || fail "nbdkit $name: no PID file"
+  # In the foreground (-f), put in the background here: nbdkit that forks
+  # by itself sends its stderr, and the plugin's errors with it, to
+  # /dev/null, and a failed test could not tell why a request failed.
+  nbdkit -f -U "$sock" -P "$pid" "${opts[@]}" "$PLUGIN" "${params[@]}" 2>>"$TESTDIR/$name.log" &
+  local bg=$!
+  cleanup_fn "stop_nbdkit $name; stop_pid $bg"
+  local i
+  for i in $(seq $(( ${WAIT_SECS:-20} * 10 ))); do
+    [ -S "$sock" ] && [ -s "$pid" ] && break
+    kill -0 $bg 2>/dev/null || { cat "$TESTDIR/$name.log" >&2; fail "nbdkit $name did not start"; }
+    sleep 0.1
+  done
+  [ -S "$sock" ] && [ -s "$pid" ] || fail "nbdkit $name: no socket or no PID file"
   URI="nbd+unix:///?socket=$sock"
 }
 
