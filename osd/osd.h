@@ -116,7 +116,8 @@ struct osd_pg {
   size_t nlist[TC_MAX_PG_SIZE];
   uint8_t listed;                      /* slots whose listing arrived */
   bool listing_started;
-  int locks_pending;                   /* SEC_LOCKs outstanding after listing */
+  int locks_pending;                   /* SEC_LOCKs outstanding (peering's first step) */
+  uint8_t locked;                      /* slots that took this peering's lock */
   /* background scrub (osd_scrub_sched.c) */
   size_t scrub_pos;                    /* next object slot of objs to scrub */
   double scrub_next;                   /* monotonic time the next pass starts */
@@ -262,6 +263,7 @@ struct osd {
   struct osd_local_write *lw_head, *lw_tail;   /* osd_local.c: local writes not yet run */
   bool lw_scheduled;                           /* their run is deferred to the round's end */
   bool ignore_fua;           /* TROMCHO_OSD_IGNORE_FUA (tests): answer as an OSD from before FUA */
+  uint64_t peering_pause_ms; /* TROMCHO_OSD_PEERING_PAUSE_MS (tests): hold peering between lock and list */
 
   /* counters */
   uint64_t ops, eperm, eagain, recovered, repaired;

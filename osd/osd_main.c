@@ -231,6 +231,20 @@ main(int argc, char **argv)
   o->ignore_fua = ignore_fua && *ignore_fua && strcmp(ignore_fua, "0") != 0;
   if (o->ignore_fua)
     tc_warn("TROMCHO_OSD_IGNORE_FUA: FUA writes are served as plain ones (a test hook)");
+  /* A test hook too: a pause between peering's lock and list steps
+   * (tests/test-osd-balance-move.sh writes through a deposed primary in it). */
+  const char *pause = getenv("TROMCHO_OSD_PEERING_PAUSE_MS");
+  if (pause && *pause) {
+    char *end;
+    unsigned long long ms = strtoull(pause, &end, 10);
+    if (*end || ms > 60000) {
+      fprintf(stderr, "tromcho-osd: TROMCHO_OSD_PEERING_PAUSE_MS: '%s' is not 0..60000 (ms)\n", pause);
+      goto out;
+    }
+    o->peering_pause_ms = ms;
+    if (ms)
+      tc_warn("TROMCHO_OSD_PEERING_PAUSE_MS: peering holds each PG %llu ms between lock and list (a test hook)", ms);
+  }
   int64_t settle = tc_config_int(cfg, "osd_kv_settle");
   if (settle < 0 || settle > 60000) {
     fprintf(stderr, "tromcho-osd: option osd_kv_settle: %" PRId64 " ms is out of range (0..60000)\n", settle);

@@ -1,8 +1,9 @@
 /* Peering: for each PG this OSD leads (primary in /pg/config), whenever its
  * set or the set's availability changes: wait for the PG's operations in
- * flight, list the objects of the PG on every reachable member (SEC_LIST,
- * and the local store), take the newest version of each object, and mark
- * the members whose copy is older or missing as stale for it. The PG
+ * flight, lock the PG on every member (SEC_LOCK), then list its objects
+ * on every reachable member (SEC_LIST, and the local store), take the
+ * newest version of each object, and mark the members whose copy is
+ * older or missing as stale for it. The PG
  * answers -EAGAIN until then; afterwards it serves I/O while recovery
  * (osd_recovery.c) brings the stale copies up to date. A PG with fewer
  * than pg_minsize reachable members stays incomplete (-EAGAIN). */
@@ -100,10 +101,55 @@ member_left_out(struct osd *o, const struct osd_pg *pg)
   return 0;
 }
 
-/* Every lock answered: serve I/O if enough members took part. */
-static void
-activate(struct osd *o, struct osd_pg *pg)
+struct peer_op {
+  struct osd *o;
+  uint64_t pool, instance, epoch;
+  uint32_t pgn;
+  int slot;
+  struct tc_msgr_req req;
+};
+
+/* The PG of op p if its peering is still the one p belongs to. */
+static struct osd_pg *
+peer_op_pg(const struct peer_op *p)
 {
+  struct osd_pg *pg = osd_pg_find(p->o, p->pool, p->pgn);
+  return pg && pg->instance == p->instance && pg->epoch == p->epoch ? pg : NULL;
+}
+
+/* Send one peering request (hdr) to the member in slot s; done(req) gets
+ * a struct peer_op. 0 sent, -1 not (no connection, no memory). */
+static int
+peer_call(struct osd *o, struct osd_pg *pg, int s, struct tc_frame_hdr hdr,
+          void (*done)(struct tc_msgr_req *, int, void *))
+{
+  uint64_t pool = pg->pool, epoch = pg->epoch, instance = pg->instance;
+  uint32_t pgn = pg->pg;
+  struct tc_msgr_conn *c = osd_peer_conn(o, pg->osd_set[s]);   /* may move o->pgs */
+  struct peer_op *l = c ? calloc(1, sizeof *l) : NULL;
+  if (!l)
+    return -1;
+  *l = (struct peer_op) { .o = o, .pool = pool, .pgn = pgn, .instance = instance, .epoch = epoch, .slot = s };
+  l->req.hdr = hdr;
+  l->req.done = done;
+  l->req.arg = l;
+  if (tc_msgr_call(c, &l->req) < 0) {
+    free(l);
+    return -1;
+  }
+  return 0;
+}
+
+/* Listings merged: serve I/O if enough members took part (listed and
+ * locked). */
+static void
+peering_finish(struct osd *o, struct osd_pg *pg)
+{
+  pg->up = pg->listed;
+  merge_listings(o, pg);
+  if (pg->state == PG_INCOMPLETE)
+    return;
+  pg->up &= (uint8_t) (pg->locked | 1u << pg->my_slot);
   int up = __builtin_popcount(pg->up);
   if ((uint32_t) up < pg->minsize) {
     pg->state = PG_INCOMPLETE;
@@ -120,105 +166,14 @@ activate(struct osd *o, struct osd_pg *pg)
     osd_recovery_kick(o);
 }
 
-struct lock_op {
-  struct osd *o;
-  uint64_t pool, instance, epoch;
-  uint32_t pgn;
-  int slot;
-  struct tc_msgr_req req;
-};
-
-static void
-lock_done(struct tc_msgr_req *req, int err, void *arg)
-{
-  struct lock_op *l = arg;
-  struct osd *o = l->o;
-  struct osd_pg *pg = osd_pg_find(o, l->pool, l->pgn);
-  int st = err ? err : req->reply.status;
-  free(req->reply_payload);
-  if (pg && pg->instance == l->instance && pg->epoch == l->epoch) {
-    if (st < 0) {
-      tc_warn("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 ": SEC_LOCK on osd %" PRIu64 " failed: %s", o->osd_num,
-              pg->pool, pg->pg, pg->osd_set[l->slot], strerror(-st));
-      pg->up &= (uint8_t) ~(1u << l->slot);
-    }
-    if (--pg->locks_pending == 0)
-      activate(o, pg);
-  }
-  free(l);
-}
-
-/* Listings merged: take the write lock of the PG on every member (so a
- * deposed primary's SEC_WRITEs are refused there), then activate. The
- * lock carries the revision of the PG configuration this peering used:
- * a member refuses it if a primary of a newer configuration holds the PG
- * (that one's SEC_LOCK may arrive before ours), and a member that answers
- * -ESTALE counts as down until the next peering (a map change, or
- * osd_peering_retry's backoff while it stays usable). */
-static void
-peering_finish(struct osd *o, struct osd_pg *pg)
-{
-  pg->up = pg->listed;
-  merge_listings(o, pg);
-  if (pg->state == PG_INCOMPLETE)
-    return;
-  uint64_t epoch = pg->epoch, instance = pg->instance, pool = pg->pool;
-  uint64_t lock_rev = o->ks && o->ks->pgcfg_rev > 0 ? (uint64_t) o->ks->pgcfg_rev : 0;
-  uint32_t pgn = pg->pg;
-  pg->locks_pending = 1;
-  for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
-    pg = osd_pg_find(o, pool, pgn);
-    if (!pg || pg->epoch != epoch)
-      return;
-    if (!(pg->up >> s & 1) || s == pg->my_slot)
-      continue;
-    struct tc_msgr_conn *c = osd_peer_conn(o, pg->osd_set[s]);
-    pg = osd_pg_find(o, pool, pgn);
-    if (!pg || pg->epoch != epoch)
-      return;
-    struct lock_op *l = c ? calloc(1, sizeof *l) : NULL;
-    if (!l) {
-      pg->up &= (uint8_t) ~(1u << s);
-      continue;
-    }
-    l->o = o;
-    l->pool = pool;
-    l->pgn = pgn;
-    l->instance = instance;
-    l->epoch = epoch;
-    l->slot = s;
-    l->req.hdr = tc_osd_lock_hdr(pool, pgn, pg->pg_count, lock_rev,
-                                 o->osd_num <= UINT32_MAX ? (uint32_t) o->osd_num : 0);
-    l->req.done = lock_done;
-    l->req.arg = l;
-    pg->locks_pending++;
-    if (tc_msgr_call(c, &l->req) < 0) {
-      pg->locks_pending--;
-      pg->up &= (uint8_t) ~(1u << s);
-      free(l);
-    }
-  }
-  pg = osd_pg_find(o, pool, pgn);
-  if (pg && pg->epoch == epoch && --pg->locks_pending == 0)
-    activate(o, pg);
-}
-
-struct list_op {
-  struct osd *o;
-  uint64_t pool, instance, epoch;
-  uint32_t pgn;
-  int slot;
-  struct tc_msgr_req req;
-};
-
 static void
 list_done(struct tc_msgr_req *req, int err, void *arg)
 {
-  struct list_op *l = arg;
+  struct peer_op *l = arg;
   struct osd *o = l->o;
-  struct osd_pg *pg = osd_pg_find(o, l->pool, l->pgn);
+  struct osd_pg *pg = peer_op_pg(l);
   int st = err ? err : req->reply.status;
-  if (!pg || pg->instance != l->instance || pg->epoch != l->epoch) {
+  if (!pg) {
     free(req->reply_payload);
     free(l);
     return;
@@ -239,11 +194,13 @@ list_done(struct tc_msgr_req *req, int err, void *arg)
     peering_finish(o, pg);
 }
 
+/* Second step: list the objects of the PG on every reachable member and
+ * in the local store. Every member that took the lock lists after it, so
+ * a write a deposed primary got in before the lock is in the listing, and
+ * none gets in after it. */
 static void
-peering_start(struct osd *o, struct osd_pg *pg)
+peering_list(struct osd *o, struct osd_pg *pg)
 {
-  pg_clear(pg);
-  pg->listing_started = true;
   struct osd_req r = {
     .op = TC_OP_SEC_LIST, .inode = TC_INODE(pg->pool, 0), .inode_last = TC_INODE(pg->pool + 1, 0) - 1,
     .pg_count = pg->pg_count, .pg = pg->pg,
@@ -260,7 +217,7 @@ peering_start(struct osd *o, struct osd_pg *pg)
   pg->nlist[pg->my_slot] = n;
   pg->listed = (uint8_t) (1u << pg->my_slot);
   pg->listings = 1;   /* ours, dropped below */
-  uint64_t epoch = pg->epoch, instance = pg->instance, pool = pg->pool;
+  uint64_t epoch = pg->epoch, pool = pg->pool;
   uint32_t pgn = pg->pg, size = pg->size;
   for (uint32_t s = 0; s < size; s++) {
     pg = osd_pg_find(o, pool, pgn);
@@ -268,31 +225,116 @@ peering_start(struct osd *o, struct osd_pg *pg)
       return;   /* a peer went down while we sent: peering restarted */
     if ((int) s == pg->my_slot || !pg->osd_set[s])
       continue;
-    struct tc_msgr_conn *c = osd_peer_conn(o, pg->osd_set[s]);
-    pg = osd_pg_find(o, pool, pgn);
-    if (!c || !pg || pg->epoch != epoch)
-      continue;
-    struct list_op *l = calloc(1, sizeof *l);
-    if (!l)
-      continue;
-    l->o = o;
-    l->pool = pool;
-    l->pgn = pgn;
-    l->instance = instance;
-    l->epoch = epoch;
-    l->slot = (int) s;
-    l->req.hdr = tc_osd_list_hdr(r.inode, r.inode_last, pg->pg, pg->pg_count);
-    l->req.done = list_done;
-    l->req.arg = l;
+    struct tc_frame_hdr hdr = tc_osd_list_hdr(r.inode, r.inode_last, pgn, pg->pg_count);
     pg->listings++;
-    if (tc_msgr_call(c, &l->req) < 0) {
-      pg->listings--;
-      free(l);
+    if (peer_call(o, pg, (int) s, hdr, list_done) < 0) {
+      pg = osd_pg_find(o, pool, pgn);
+      if (pg && pg->epoch == epoch)
+        pg->listings--;
     }
   }
   pg = osd_pg_find(o, pool, pgn);
   if (pg && pg->epoch == epoch && --pg->listings == 0)
     peering_finish(o, pg);
+}
+
+struct pause_op {
+  struct osd *o;
+  uint64_t pool, instance, epoch;
+  uint32_t pgn;
+};
+
+static void
+pause_done(struct tc_evloop *loop, void *arg)
+{
+  (void) loop;
+  struct pause_op *p = arg;
+  struct osd_pg *pg = osd_pg_find(p->o, p->pool, p->pgn);
+  if (pg && pg->instance == p->instance && pg->epoch == p->epoch && pg->state == PG_PEERING)
+    peering_list(p->o, pg);
+  free(p);
+}
+
+/* Every lock answered: list. TROMCHO_OSD_PEERING_PAUSE_MS (a test hook)
+ * holds the PG between the two steps, so a test can write through a
+ * deposed primary in between. */
+static void
+peering_locked(struct osd *o, struct osd_pg *pg)
+{
+  if (!o->peering_pause_ms) {
+    peering_list(o, pg);
+    return;
+  }
+  struct pause_op *p = calloc(1, sizeof *p);
+  if (p) {
+    *p = (struct pause_op) { .o = o, .pool = pg->pool, .pgn = pg->pg, .instance = pg->instance, .epoch = pg->epoch };
+    if (tc_evloop_timer_add(o->loop, o->peering_pause_ms, pause_done, p)) {
+      tc_info("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 " locked; listing in %" PRIu64
+              " ms (TROMCHO_OSD_PEERING_PAUSE_MS)", o->osd_num, pg->pool, pg->pg, o->peering_pause_ms);
+      return;
+    }
+    free(p);
+  }
+  peering_list(o, pg);
+}
+
+static void
+lock_done(struct tc_msgr_req *req, int err, void *arg)
+{
+  struct peer_op *l = arg;
+  struct osd *o = l->o;
+  struct osd_pg *pg = peer_op_pg(l);
+  int st = err ? err : req->reply.status;
+  free(req->reply_payload);
+  if (pg) {
+    if (st < 0)
+      tc_warn("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 ": SEC_LOCK on osd %" PRIu64 " failed: %s", o->osd_num,
+              pg->pool, pg->pg, pg->osd_set[l->slot], strerror(-st));
+    else
+      pg->locked |= (uint8_t) (1u << l->slot);
+    if (--pg->locks_pending == 0)
+      peering_locked(o, pg);
+  }
+  free(l);
+}
+
+/* First step: take the write lock of the PG on every member, so that a
+ * deposed primary's SEC_WRITEs are refused there from now on. The lock
+ * carries the revision of the PG configuration this peering uses: a
+ * member refuses it if a primary of a newer configuration holds the PG
+ * (that one's SEC_LOCK may arrive before ours), and one whose KV view is
+ * older reads the KV again first (so an old primary that is a member
+ * learns it was deposed and stops writing). A member whose lock failed
+ * counts as down until the next peering (a map change, or
+ * osd_peering_retry's backoff while it stays usable). */
+static void
+peering_start(struct osd *o, struct osd_pg *pg)
+{
+  pg_clear(pg);
+  pg->listing_started = true;
+  pg->locked = 0;
+  uint64_t epoch = pg->epoch, pool = pg->pool;
+  uint64_t lock_rev = o->ks && o->ks->pgcfg_rev > 0 ? (uint64_t) o->ks->pgcfg_rev : 0;
+  uint32_t pgn = pg->pg;
+  pg->locks_pending = 1;   /* ours, dropped below */
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
+    pg = osd_pg_find(o, pool, pgn);
+    if (!pg || pg->epoch != epoch)
+      return;
+    if ((uint32_t) s >= pg->size || s == pg->my_slot || !pg->osd_set[s])
+      continue;
+    struct tc_frame_hdr hdr = tc_osd_lock_hdr(pool, pgn, pg->pg_count, lock_rev,
+                                              o->osd_num <= UINT32_MAX ? (uint32_t) o->osd_num : 0);
+    pg->locks_pending++;
+    if (peer_call(o, pg, s, hdr, lock_done) < 0) {
+      pg = osd_pg_find(o, pool, pgn);
+      if (pg && pg->epoch == epoch)
+        pg->locks_pending--;
+    }
+  }
+  pg = osd_pg_find(o, pool, pgn);
+  if (pg && pg->epoch == epoch && --pg->locks_pending == 0)
+    peering_locked(o, pg);
 }
 
 void
