@@ -85,4 +85,31 @@ tromcho dd iimg=img of="$TESTDIR/back" bs=1M count=16 2>"$TESTDIR/dd.err" || { c
 tromcho dd iimg=img of="$TESTDIR/back" bs=1M skip=16 count=4 2>"$TESTDIR/dd.err" || { cat "$TESTDIR/dd.err"; fail "read back 2"; }
 [ "$(sha256sum < "$TESTDIR/back")" = "$(head -c $((4 << 20)) "$TESTDIR/src" | sha256sum)" ] ||
   fail "the writes acknowledged before the primary stopped are not in the image"
+
+# 3. Writes acknowledged by the primary (pg_size 1), not yet synced; the
+#    primary stops and its PG moves before the flush. The flush's SYNC to
+#    the silent OSD times out (5 s) when the operation's own time is up:
+#    too late to write the lost OSD's writes again to the new primary, so
+#    the flush fails. It said "ok" before, with the data on no primary.
+{ head -c $((4 << 20)) "$TESTDIR/src"; touch "$TESTDIR/paused"; while [ ! -e "$TESTDIR/go" ]; do sleep 0.05; done; } |
+  tromcho dd if=/dev/stdin oimg=img bs=256K iodepth=4 seek=96 2>"$TESTDIR/dd.err" &
+dd_pid=$!
+rm -f "$TESTDIR/go"
+wait_for test -e "$TESTDIR/paused" || fail "the feed did not start"
+sleep 0.5
+kill -STOP "$(cat "$TESTDIR/osd2/pid")"
+set_pgs 1 1 "1" 1
+sleep 1
+touch "$TESTDIR/go"
+WAIT_SECS=25 wait_for sh -c "! kill -0 $dd_pid 2>/dev/null" || fail "the flush still waits 25 s later (client_op_timeout 5 s)"
+if wait $dd_pid; then
+  tromcho dd iimg=img of="$TESTDIR/back" bs=256K skip=96 count=16 2>"$TESTDIR/dd2.err" || { cat "$TESTDIR/dd2.err"; fail "read back 3"; }
+  [ "$(sha256sum < "$TESTDIR/back")" = "$(head -c $((4 << 20)) "$TESTDIR/src" | sha256sum)" ] ||
+    { cat "$TESTDIR/dd.err"; fail "the flush succeeded but the new primary does not hold what was written"; }
+else
+  cat "$TESTDIR/dd.err"
+  grep -q "no time is left to write its unsynced writes again" "$TESTDIR/dd.err" ||
+    fail "the failed flush does not say why"
+fi
+kill -CONT "$(cat "$TESTDIR/osd2/pid")"
 echo "test-client-call-timeout: ok"

@@ -147,10 +147,14 @@ cop_complete(struct cop *cop)
     }
     return;
   }
-  if (cop->op && cop->op->code == TC_OBJ_SYNC && cop->resync && !cop->error && !cl->stopping &&
-      tc_now_ms() < cop->deadline) {
-    cluster_replay_then_sync(cop);
-    return;
+  if (cop->op && cop->op->code == TC_OBJ_SYNC && cop->resync && !cop->error && !cl->stopping) {
+    if (tc_now_ms() < cop->deadline) {
+      cluster_replay_then_sync(cop);
+      return;
+    }
+    /* No time left to write again what a lost OSD took: not durable. */
+    tc_warn("cluster: giving up on a sync: an OSD was lost and no time is left to write its unsynced writes again");
+    cop->error = -ETIMEDOUT;
   }
   if (cop->op && cop->op->code == TC_OBJ_SYNC && !cop->error && !cop->resync) {
     tc_ulog_trim(&cl->log, cop->sync_seq);
