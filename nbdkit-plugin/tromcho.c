@@ -292,8 +292,9 @@ tromcho_block_size(void *handle, uint32_t *minimum, uint32_t *preferred, uint32_
 static int
 fail(void)
 {
+  int e = errno ? errno : EIO;   /* nbdkit_error keeps errno (documented); no need to rely on it */
   nbdkit_error("%s", tc_last_error());
-  nbdkit_set_error(errno);
+  nbdkit_set_error(e);
   return -1;
 }
 
