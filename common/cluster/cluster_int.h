@@ -69,6 +69,7 @@ struct cop {
   bool all_round;              /* SYNC: this round syncs every OSD (after a replay) */
   uint64_t sync_seq;           /* SYNC: the log entries it covers (seq <= this) */
   int replay_pending;          /* SYNC: replayed writes still in flight */
+  uint32_t replay_fenced;      /* SYNC: replayed writes whose inode was fenced since (not written again) */
   bool internal;               /* a replay: op is ours, free it when done */
   bool fua_sync;               /* a FUA write some OSD answered as a plain one
                                 * (built before FUA): SYNC before completing */

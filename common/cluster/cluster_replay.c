@@ -105,6 +105,9 @@ replay_put(struct cop *sync, int result)
     sync->error = result;
   }
   if (--sync->replay_pending == 0) {
+    if (sync->replay_fenced)
+      tc_info("cluster: replay: %" PRIu32 " unsynced writes not written again: their inodes became read-only "
+              "since (a snapshot or a re-key took them over)", sync->replay_fenced);
     if (sync->error) {
       replay_fail(sync, sync->error);
       return;
@@ -120,6 +123,17 @@ replay_done(struct tc_objop *op)
 {
   struct cop *sync = op->opaque;
   int r = op->result;
+  if (r == -EROFS) {
+    /* The inode was fenced after the write was acknowledged (a snapshot
+     * or a re-key made it read-only: osd_dispatch.c). Its new owner took
+     * the layer's content from the surviving copies, which the sync of
+     * every OSD after the replay makes durable; the write can neither
+     * nor need be written there again. */
+    tc_debug("cluster: replay: inode 0x%" PRIx64 " offset %" PRIu64 " is read-only since; not written again",
+             op->inode, op->offset);
+    sync->replay_fenced++;
+    r = 0;
+  }
   free(op->buf);
   free(op);
   replay_put(sync, r);
@@ -157,6 +171,7 @@ replay_send(struct cop *sync)
    * covers (and forgets) all of them. */
   sync->sync_seq = cl->log.seq;
   sync->replay_pending = 1;   /* ours, dropped at the end */
+  sync->replay_fenced = 0;
   uint64_t n = 0;
   for (struct tc_ulog_entry *u = cl->log.head; u && u->seq <= sync->sync_seq; u = u->next) {
     struct tc_objop *op = calloc(1, sizeof *op);
