@@ -118,6 +118,7 @@ struct osd_pg {
   bool listing_started;
   int locks_pending;                   /* SEC_LOCKs outstanding (peering's first step) */
   uint8_t locked;                      /* slots that took this peering's lock */
+  uint64_t pause_until_ms;             /* TROMCHO_OSD_PEERING_PAUSE_MS: list then (0: not paused) */
   /* background scrub (osd_scrub_sched.c) */
   size_t scrub_pos;                    /* next object slot of objs to scrub */
   double scrub_next;                   /* monotonic time the next pass starts */

@@ -238,21 +238,25 @@ peering_list(struct osd *o, struct osd_pg *pg)
     peering_finish(o, pg);
 }
 
-struct pause_op {
-  struct osd *o;
-  uint64_t pool, instance, epoch;
-  uint32_t pgn;
-};
-
+/* The test hook's timer: list every PG whose pause is over (one at a
+ * time: peering_list may move o->pgs). */
 static void
 pause_done(struct tc_evloop *loop, void *arg)
 {
   (void) loop;
-  struct pause_op *p = arg;
-  struct osd_pg *pg = osd_pg_find(p->o, p->pool, p->pgn);
-  if (pg && pg->instance == p->instance && pg->epoch == p->epoch && pg->state == PG_PEERING)
-    peering_list(p->o, pg);
-  free(p);
+  struct osd *o = arg;
+  for (;;) {
+    uint64_t now = tc_now_ms() + 5;
+    struct osd_pg *due = NULL;
+    for (size_t i = 0; i < o->n_pgs && !due; i++)
+      if (o->pgs[i].pause_until_ms && now >= o->pgs[i].pause_until_ms)
+        due = &o->pgs[i];
+    if (!due)
+      return;
+    due->pause_until_ms = 0;
+    if (due->state == PG_PEERING)
+      peering_list(o, due);
+  }
 }
 
 /* Every lock answered: list. TROMCHO_OSD_PEERING_PAUSE_MS (a test hook)
@@ -261,20 +265,15 @@ pause_done(struct tc_evloop *loop, void *arg)
 static void
 peering_locked(struct osd *o, struct osd_pg *pg)
 {
-  if (!o->peering_pause_ms) {
-    peering_list(o, pg);
+  /* The deadline before the timer, and a few ms of slack at its call: a
+   * timer never finds its PG not yet due. */
+  pg->pause_until_ms = tc_now_ms() + o->peering_pause_ms;
+  if (o->peering_pause_ms && tc_evloop_timer_add(o->loop, o->peering_pause_ms, pause_done, o)) {
+    tc_info("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 " locked; listing in %" PRIu64
+            " ms (TROMCHO_OSD_PEERING_PAUSE_MS)", o->osd_num, pg->pool, pg->pg, o->peering_pause_ms);
     return;
   }
-  struct pause_op *p = calloc(1, sizeof *p);
-  if (p) {
-    *p = (struct pause_op) { .o = o, .pool = pg->pool, .pgn = pg->pg, .instance = pg->instance, .epoch = pg->epoch };
-    if (tc_evloop_timer_add(o->loop, o->peering_pause_ms, pause_done, p)) {
-      tc_info("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 " locked; listing in %" PRIu64
-              " ms (TROMCHO_OSD_PEERING_PAUSE_MS)", o->osd_num, pg->pool, pg->pg, o->peering_pause_ms);
-      return;
-    }
-    free(p);
-  }
+  pg->pause_until_ms = 0;
   peering_list(o, pg);
 }
 
@@ -313,6 +312,7 @@ peering_start(struct osd *o, struct osd_pg *pg)
   pg_clear(pg);
   pg->listing_started = true;
   pg->locked = 0;
+  pg->pause_until_ms = 0;
   uint64_t epoch = pg->epoch, pool = pg->pool;
   uint64_t lock_rev = o->ks && o->ks->pgcfg_rev > 0 ? (uint64_t) o->ks->pgcfg_rev : 0;
   uint32_t pgn = pg->pg;
@@ -371,6 +371,7 @@ osd_pg_repeer(struct osd *o, struct osd_pg *pg)
   pg->state = PG_PEERING;
   pg->epoch = ++o->epochs;
   pg->listing_started = false;
+  pg->pause_until_ms = 0;   /* a pause of the peering this one replaces ends with it */
   tc_debug("osd %" PRIu64 ": pg %" PRIu64 "/%" PRIu32 " peering (epoch %" PRIu64 ")", o->osd_num, pg->pool, pg->pg,
            pg->epoch);
   if (pg->inflight == 0)
