@@ -140,6 +140,26 @@ peer_call(struct osd *o, struct osd_pg *pg, int s, struct tc_frame_hdr hdr,
   return 0;
 }
 
+/* Send hdr to every other member of the PG, each call counted first in
+ * its listings (listing) or locks_pending: the replies come on the loop
+ * and count down. false: the PG's peering moved on meanwhile. */
+static bool
+peer_fan_out(struct osd *o, uint64_t pool, uint32_t pgn, uint64_t epoch, struct tc_frame_hdr hdr,
+             void (*done)(struct tc_msgr_req *, int, void *), bool listing)
+{
+  for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
+    struct osd_pg *pg = osd_pg_find(o, pool, pgn);
+    if (!pg || pg->epoch != epoch)
+      return false;   /* a peer went down while we sent: peering restarted */
+    if ((uint32_t) s >= pg->size || s == pg->my_slot || !pg->osd_set[s])
+      continue;
+    ++*(listing ? &pg->listings : &pg->locks_pending);
+    if (peer_call(o, pg, s, hdr, done) < 0 && (pg = osd_pg_find(o, pool, pgn)) && pg->epoch == epoch)
+      --*(listing ? &pg->listings : &pg->locks_pending);
+  }
+  return true;
+}
+
 /* Listings merged: serve I/O if enough members took part (listed and
  * locked). */
 static void
@@ -218,21 +238,9 @@ peering_list(struct osd *o, struct osd_pg *pg)
   pg->listed = (uint8_t) (1u << pg->my_slot);
   pg->listings = 1;   /* ours, dropped below */
   uint64_t epoch = pg->epoch, pool = pg->pool;
-  uint32_t pgn = pg->pg, size = pg->size;
-  for (uint32_t s = 0; s < size; s++) {
-    pg = osd_pg_find(o, pool, pgn);
-    if (!pg || pg->epoch != epoch)
-      return;   /* a peer went down while we sent: peering restarted */
-    if ((int) s == pg->my_slot || !pg->osd_set[s])
-      continue;
-    struct tc_frame_hdr hdr = tc_osd_list_hdr(r.inode, r.inode_last, pgn, pg->pg_count);
-    pg->listings++;
-    if (peer_call(o, pg, (int) s, hdr, list_done) < 0) {
-      pg = osd_pg_find(o, pool, pgn);
-      if (pg && pg->epoch == epoch)
-        pg->listings--;
-    }
-  }
+  uint32_t pgn = pg->pg;
+  if (!peer_fan_out(o, pool, pgn, epoch, tc_osd_list_hdr(r.inode, r.inode_last, pgn, pg->pg_count), list_done, true))
+    return;
   pg = osd_pg_find(o, pool, pgn);
   if (pg && pg->epoch == epoch && --pg->listings == 0)
     peering_finish(o, pg);
@@ -317,21 +325,10 @@ peering_start(struct osd *o, struct osd_pg *pg)
   uint64_t lock_rev = o->ks && o->ks->pgcfg_rev > 0 ? (uint64_t) o->ks->pgcfg_rev : 0;
   uint32_t pgn = pg->pg;
   pg->locks_pending = 1;   /* ours, dropped below */
-  for (int s = 0; s < TC_MAX_PG_SIZE; s++) {
-    pg = osd_pg_find(o, pool, pgn);
-    if (!pg || pg->epoch != epoch)
-      return;
-    if ((uint32_t) s >= pg->size || s == pg->my_slot || !pg->osd_set[s])
-      continue;
-    struct tc_frame_hdr hdr = tc_osd_lock_hdr(pool, pgn, pg->pg_count, lock_rev,
-                                              o->osd_num <= UINT32_MAX ? (uint32_t) o->osd_num : 0);
-    pg->locks_pending++;
-    if (peer_call(o, pg, s, hdr, lock_done) < 0) {
-      pg = osd_pg_find(o, pool, pgn);
-      if (pg && pg->epoch == epoch)
-        pg->locks_pending--;
-    }
-  }
+  struct tc_frame_hdr hdr = tc_osd_lock_hdr(pool, pgn, pg->pg_count, lock_rev,
+                                            o->osd_num <= UINT32_MAX ? (uint32_t) o->osd_num : 0);
+  if (!peer_fan_out(o, pool, pgn, epoch, hdr, lock_done, false))
+    return;
   pg = osd_pg_find(o, pool, pgn);
   if (pg && pg->epoch == epoch && --pg->locks_pending == 0)
     peering_locked(o, pg);
