@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <json-c/json.h>
 #include "certs.h"
 #include "client.h"
@@ -47,6 +48,10 @@ struct tc_client {
   struct open_image *open;
   struct tc_kv_watch *inode_watch;   /* records of open images changing */
   struct tc_vault *vault;      /* keys kept in Vault; its token cache */
+  /* Test hook (TROMCHO_CLIENT_CHAIN_PAUSE_MS): the first chain walk pauses
+   * this long between a layer's record and its parent's, so a test can
+   * land a re-key's finish in between (tests/test-image-rekey-reopen.sh). */
+  int chain_pause_ms;
 };
 
 /* A record of an open image changed (KV thread). Its top layer got a
@@ -200,6 +205,8 @@ tc_client_new(const struct tc_config *cfg)
   }
   cl->cfg = cfg;
   cl->use_perms = tc_config_bool(cfg, "use_perms");
+  const char *pause = getenv("TROMCHO_CLIENT_CHAIN_PAUSE_MS");
+  cl->chain_pause_ms = pause ? atoi(pause) : 0;
   pthread_mutex_init(&cl->lock, NULL);
   char wkey[256];
   if (!(cl->vault = tc_vault_new(cfg)) || !(cl->kv = tc_kv_new_from_config(cfg)) || load_identity(cl) < 0 ||
@@ -382,8 +389,8 @@ image_closed(void *arg, struct tc_image *img)
  * *fence_rev = the KV revision from which m's parent has m as successor
  * (0: it has not): writes to m may start only once the parent is fenced. */
 static int
-build_chain(struct tc_client *cl, const struct tc_image_meta *m, bool all_layers, struct tc_layer_desc *layers,
-            char (*names)[256], int *nout, uint32_t *bs, int64_t *fence_rev)
+chain_once(struct tc_client *cl, const struct tc_image_meta *m, bool all_layers, struct tc_layer_desc *layers,
+           char (*names)[256], int *nout, uint32_t *bs, int64_t *fence_rev)
 {
   int n = 0;
   *nout = 0;
@@ -422,6 +429,9 @@ build_chain(struct tc_client *cl, const struct tc_image_meta *m, bool all_layers
       goto out;
     }
     uint64_t pp = lm->parent_pool, pi = lm->parent_id;
+    int pause = __atomic_exchange_n(&cl->chain_pause_ms, 0, __ATOMIC_RELAXED);
+    if (pause > 0)
+      usleep((useconds_t) pause * 1000);
     tc_image_meta_clear(&cur);
     int64_t prev = 0;
     if (read_inode(cl, pp, pi, &cur, &prev) < 0) {
@@ -438,6 +448,29 @@ out:
   tc_image_meta_clear(&cur);
   if (r < 0)
     tc_wipe(layers, MAX_LAYERS * sizeof *layers);
+  return r;
+}
+
+/* chain_once, again from a fresh read of the top when it met a retired
+ * layer: a re-key's finish retires the old layer and relinks the layer
+ * above it in one transaction, but the walk reads the records one by one
+ * and can see the layer above from before that transaction and the old
+ * layer from after it. A layer still retired under a fresh read is a real
+ * error (an image being deleted). */
+static int
+build_chain(struct tc_client *cl, const struct tc_image_meta *m, bool all_layers, struct tc_layer_desc *layers,
+            char (*names)[256], int *nout, uint32_t *bs, int64_t *fence_rev)
+{
+  int r = chain_once(cl, m, all_layers, layers, names, nout, bs, fence_rev);
+  for (int attempt = 0; r < 0 && errno == ESTALE && attempt < 3; attempt++) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", tc_last_error());
+    struct tc_image_meta top = { 0 };
+    if (read_inode(cl, m->pool, m->id, &top, NULL) < 0)
+      return tc_error(ESTALE, "%s", msg);
+    r = chain_once(cl, &top, all_layers, layers, names, nout, bs, fence_rev);
+    tc_image_meta_clear(&top);
+  }
   return r;
 }
 
