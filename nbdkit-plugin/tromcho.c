@@ -289,12 +289,33 @@ tromcho_block_size(void *handle, uint32_t *minimum, uint32_t *preferred, uint32_
   return 0;
 }
 
+/* The errno an NBD client is told. NBD has a handful of error codes and
+ * nbdkit turns every errno it does not know into NBD_EINVAL ("Invalid
+ * argument": the request was wrong), which is not what a call timeout,
+ * a failed integrity check or a lost OSD is: those are I/O errors. The
+ * log line (nbdkit_error) keeps the cluster's own errno and reason. */
+static int
+nbd_errno(int e)
+{
+  switch (e) {
+  case EPERM: case EACCES: case EROFS:
+    return EPERM;
+  case ENOMEM: case ENOSPC: case EDQUOT: case EFBIG: case EINVAL: case EOVERFLOW: case ENOTSUP: case ESHUTDOWN:
+#if EOPNOTSUPP != ENOTSUP
+  case EOPNOTSUPP:
+#endif
+    return e;
+  default:
+    return EIO;
+  }
+}
+
 static int
 fail(void)
 {
   int e = errno ? errno : EIO;   /* nbdkit_error keeps errno (documented); no need to rely on it */
   nbdkit_error("%s", tc_last_error());
-  nbdkit_set_error(e);
+  nbdkit_set_error(nbd_errno(e));
   return -1;
 }
 
