@@ -48,10 +48,11 @@ struct tc_client {
   struct open_image *open;
   struct tc_kv_watch *inode_watch;   /* records of open images changing */
   struct tc_vault *vault;      /* keys kept in Vault; its token cache */
-  /* Test hook (TROMCHO_CLIENT_CHAIN_PAUSE_MS): the first chain walk pauses
-   * this long between a layer's record and its parent's, so a test can
-   * land a re-key's finish in between (tests/test-image-rekey-reopen.sh). */
-  int chain_pause_ms;
+  /* Test hook (TROMCHO_CLIENT_CHAIN_WAIT=PATH): the first chain walk
+   * creates PATH.waiting between a layer's record and its parent's and
+   * waits there until PATH exists (at most 60 s), so a test can land a
+   * re-key's finish in between (tests/test-image-rekey-reopen.sh). */
+  char *chain_wait;
 };
 
 /* A record of an open image changed (KV thread). Its top layer got a
@@ -205,8 +206,12 @@ tc_client_new(const struct tc_config *cfg)
   }
   cl->cfg = cfg;
   cl->use_perms = tc_config_bool(cfg, "use_perms");
-  const char *pause = getenv("TROMCHO_CLIENT_CHAIN_PAUSE_MS");
-  cl->chain_pause_ms = pause ? atoi(pause) : 0;
+  const char *wait = getenv("TROMCHO_CLIENT_CHAIN_WAIT");
+  if (wait && !(cl->chain_wait = strdup(wait))) {
+    free(cl);
+    tc_error(ENOMEM, "client: out of memory");
+    return NULL;
+  }
   pthread_mutex_init(&cl->lock, NULL);
   char wkey[256];
   if (!(cl->vault = tc_vault_new(cfg)) || !(cl->kv = tc_kv_new_from_config(cfg)) || load_identity(cl) < 0 ||
@@ -249,6 +254,7 @@ tc_client_free(struct tc_client *cl)
       free(*g);
   free(cl->groups);
   free(cl->user_name);
+  free(cl->chain_wait);
   pthread_mutex_destroy(&cl->lock);
   free(cl);
 }
@@ -388,6 +394,20 @@ image_closed(void *arg, struct tc_image *img)
  * resolved, into layers/names (MAX_LAYERS each); *bs = the block size.
  * *fence_rev = the KV revision from which m's parent has m as successor
  * (0: it has not): writes to m may start only once the parent is fenced. */
+/* The test hook's wait: say so (PATH.waiting), then wait for PATH. */
+static void
+chain_wait(char *path)
+{
+  char mark[4096];
+  snprintf(mark, sizeof mark, "%s.waiting", path);
+  FILE *f = fopen(mark, "w");
+  if (f)
+    fclose(f);
+  for (int i = 0; i < 600 && access(path, F_OK) < 0; i++)
+    usleep(100 * 1000);
+  free(path);
+}
+
 static int
 chain_once(struct tc_client *cl, const struct tc_image_meta *m, bool all_layers, struct tc_layer_desc *layers,
            char (*names)[256], int *nout, uint32_t *bs, int64_t *fence_rev)
@@ -429,9 +449,9 @@ chain_once(struct tc_client *cl, const struct tc_image_meta *m, bool all_layers,
       goto out;
     }
     uint64_t pp = lm->parent_pool, pi = lm->parent_id;
-    int pause = __atomic_exchange_n(&cl->chain_pause_ms, 0, __ATOMIC_RELAXED);
-    if (pause > 0)
-      usleep((useconds_t) pause * 1000);
+    char *wait = __atomic_exchange_n(&cl->chain_wait, NULL, __ATOMIC_ACQ_REL);
+    if (wait)
+      chain_wait(wait);
     tc_image_meta_clear(&cur);
     int64_t prev = 0;
     if (read_inode(cl, pp, pi, &cur, &prev) < 0) {
