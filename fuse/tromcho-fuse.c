@@ -68,6 +68,17 @@ fail(const char *what)
   return -e;
 }
 
+/* A failed read, write, flush, trim, zero or truncate: the application
+ * sees only an errno, so the reason goes to the log (a lookup that finds
+ * nothing is routine and stays at debug, in fail). */
+static int
+io_fail(const char *what)
+{
+  int e = errno ? errno : EIO;
+  tc_warn("%s: %s", what, tc_last_error());
+  return -e;
+}
+
 /* The end of a request: its metrics, then r (a result or -errno). */
 static int
 done(enum tc_fe_op op, uint64_t bytes, double t0, int r)
@@ -187,7 +198,7 @@ tf_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_in
   if (size > isize - (uint64_t) off)
     size = isize - (uint64_t) off;
   double t0 = tc_metrics_now();
-  return done(TC_FE_READ, size, t0, tc_image_read(img, buf, size, (uint64_t) off) < 0 ? fail("read") : (int) size);
+  return done(TC_FE_READ, size, t0, tc_image_read(img, buf, size, (uint64_t) off) < 0 ? io_fail("read") : (int) size);
 }
 
 static int
@@ -203,14 +214,14 @@ tf_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_
   unsigned flags = fi->flags & O_DSYNC ? TC_IMAGE_FUA : 0;
   double t0 = tc_metrics_now();
   return done(TC_FE_WRITE, size, t0,
-              tc_image_write_flags(img, buf, size, (uint64_t) off, flags) < 0 ? fail("write") : (int) size);
+              tc_image_write_flags(img, buf, size, (uint64_t) off, flags) < 0 ? io_fail("write") : (int) size);
 }
 
 static int
 tf_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
   double t0 = tc_metrics_now();
-  return done(TC_FE_FLUSH, 0, t0, tc_image_flush((struct tc_image *) (uintptr_t) fi->fh) < 0 ? fail("fsync") : 0);
+  return done(TC_FE_FLUSH, 0, t0, tc_image_flush((struct tc_image *) (uintptr_t) fi->fh) < 0 ? io_fail("fsync") : 0);
 }
 
 static int
@@ -219,7 +230,7 @@ tf_truncate(const char *path, off_t size, struct fuse_file_info *fi)
   if (size < 0 || size % 4096)
     return -EINVAL;
   if (tc_client_resize(client, path + 1, (uint64_t) size) < 0)
-    return fail("truncate");
+    return io_fail("truncate");
   if (fi && fi->fh)
     tc_image_set_size((struct tc_image *) (uintptr_t) fi->fh, (uint64_t) size);
   return 0;
@@ -232,10 +243,10 @@ tf_fallocate(const char *path, int mode, off_t off, off_t len, struct fuse_file_
   double t0 = tc_metrics_now();
   if (mode & FALLOC_FL_PUNCH_HOLE)
     return done(TC_FE_TRIM, (uint64_t) len, t0,
-                tc_image_trim(img, (uint64_t) len, (uint64_t) off) < 0 ? fail("punch hole") : 0);
+                tc_image_trim(img, (uint64_t) len, (uint64_t) off) < 0 ? io_fail("punch hole") : 0);
   if (mode & FALLOC_FL_ZERO_RANGE)
     return done(TC_FE_ZERO, (uint64_t) len, t0,
-                tc_image_zero(img, (uint64_t) len, (uint64_t) off, false) < 0 ? fail("zero range") : 0);
+                tc_image_zero(img, (uint64_t) len, (uint64_t) off, false) < 0 ? io_fail("zero range") : 0);
   if (mode == 0)   /* allocation: the image is already that size */
     return (uint64_t) (off + len) <= tc_image_size(img) ? 0 : -EFBIG;
   return -EOPNOTSUPP;

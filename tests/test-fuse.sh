@@ -68,4 +68,22 @@ echo "$opts" | grep -q default_permissions || fail "mounted without default_perm
 echo "$opts" | grep -q allow_other && fail "mounted with allow_other unasked: $opts"
 chmod 755 "$TESTDIR"
 expect_fail "" setpriv --reuid=65534 --regid=65534 --clear-groups head -c 4096 "$MNT/plain"
+
+# A write the cluster refuses (the image turned read-only under an open
+# file): the application gets EROFS, the log says why.
+python3 - "$MNT/plain" <<'PY' || fail "a write to an image turned read-only"
+import errno, mmap, os, subprocess, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_DIRECT)
+subprocess.run(["tromcho", "modify", "plain", "--readonly"], check=True, stdout=subprocess.DEVNULL)
+buf = mmap.mmap(-1, 4096)
+buf.write(b"x" * 4096)
+for _ in range(100):   # the handle hears through its KV watch, the OSD through its own
+    try:
+        os.pwrite(fd, buf, 0)
+    except OSError as e:
+        sys.exit(0 if e.errno == errno.EROFS else "errno %d, not EROFS" % e.errno)
+    time.sleep(0.1)
+sys.exit("writes still passed 10 s after the image turned read-only")
+PY
+grep -Eq "write: .*read-only" "$TESTDIR/fuse.log" || { cat "$TESTDIR/fuse.log"; fail "the log does not say why the write failed"; }
 echo "test-fuse: ok"
