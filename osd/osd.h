@@ -103,6 +103,7 @@ struct osd_pg {
   uint8_t up;                          /* slots that took part in peering */
   uint64_t sig;                        /* what peering was based on */
   uint64_t epoch;                      /* bumps at each peering */
+  uint64_t lock_rev;                   /* the /pg/config revision this peering locked at: its versions' base */
   int inflight;                        /* client ops in progress */
   int listings;                        /* SEC_LISTs outstanding */
   unsigned retry_at, retry_wait;       /* osd_peering_retry's backoff (o->ticks, s; 0: none) */

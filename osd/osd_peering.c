@@ -323,6 +323,7 @@ peering_start(struct osd *o, struct osd_pg *pg)
   pg->pause_until_ms = 0;
   uint64_t epoch = pg->epoch, pool = pg->pool;
   uint64_t lock_rev = o->ks && o->ks->pgcfg_rev > 0 ? (uint64_t) o->ks->pgcfg_rev : 0;
+  pg->lock_rev = lock_rev;
   uint32_t pgn = pg->pg;
   pg->locks_pending = 1;   /* ours, dropped below */
   struct tc_frame_hdr hdr = tc_osd_lock_hdr(pool, pgn, pg->pg_count, lock_rev,

@@ -101,6 +101,25 @@ wop_reply_if_enough(struct wop *w)
   }
 }
 
+/* Versions carry the primary's term in their high bits: the next version
+ * of an object is above every version it has and at least the /pg/config
+ * revision this primary locked the PG at, shifted. A write a deposed
+ * primary made to its own store alone (its members refused it: it left
+ * the set, nobody lists it) then never ties with, nor beats, a write of
+ * the primaries that followed, should the PG come back to it; with plain
+ * counters the two could hold the same version and peering would take
+ * either (tests/test-osd-left-set.sh). A term of more than 2^24 writes
+ * of one object runs into the next term's base: still ordered, merely
+ * without the margin. */
+#define VERSION_TERM_SHIFT 24
+
+static uint64_t
+next_version(const struct osd_pg *pg, uint64_t cur)
+{
+  uint64_t base = pg->lock_rev < (UINT64_C(1) << (64 - VERSION_TERM_SHIFT)) ? pg->lock_rev << VERSION_TERM_SHIFT : 0;
+  return cur + 1 > base ? cur + 1 : base;
+}
+
 static void
 wop_sub_done(struct tc_msgr_req *req, int err, void *arg)
 {
@@ -273,7 +292,7 @@ osd_primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hd
     return;
   }
   w->obj_off = start;
-  w->version = ++ob->version;
+  w->version = ob->version = next_version(pg, ob->version);
   w->fua = r->fua;
   w->payload = *payload;       /* r->data points into it: the op owns it now */
   *payload = NULL;
