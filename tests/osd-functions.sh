@@ -29,6 +29,16 @@ make_pool () {
   kv_put /config/pools "{\"$1\": {\"name\": \"pool$1\", \"pg_size\": $2, \"pg_minsize\": $3, \"pg_count\": $4, \"block_size\": 131072}}"
 }
 
+# one_pg_pool SIZE MINSIZE PRIMARY SET: pool 1 with one PG (primary
+# PRIMARY, osd_set SET, e.g. "1,2"), the record of an image "img" on inode
+# 1/5, and I = that inode's number (the PG tests' usual start).
+one_pg_pool () {
+  make_pool 1 "$1" "$2" 1
+  set_pgs 1 1 "$3" "$4"
+  kv_put /config/inode/1/5 '{"name": "img", "size": 1048576}'
+  I=$(( (1 << 48) | 5 ))
+}
+
 # set_pgs POOL PG_COUNT PRIMARY_LIST SET...: e.g. set_pgs 1 4 "1 2 3 1" "1,2,3"
 # (PG g gets primary = the g-th of PRIMARY_LIST, osd_set = SET)
 set_pgs () {

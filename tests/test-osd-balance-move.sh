@@ -18,9 +18,7 @@
 requires tromcho tromcho-osd curl python3 "$OSD_CLIENT"
 
 start_kv
-make_pool 1 3 2 1
-set_pgs 1 1 "1" "1,2,3"
-kv_put /config/inode/1/5 '{"name": "img", "size": 1048576}'
+one_pg_pool 3 2 "1" "1,2,3"
 for n in 1 2 3; do create_osd $n; done
 # (osd 1 last: with its settle it would not see the others register)
 TROMCHO_OSD_PEERING_PAUSE_MS=4000 start_osd 2
@@ -29,7 +27,6 @@ start_osd 3
 start_osd 1
 OSD_OPTS=
 grep -q "TROMCHO_OSD_PEERING_PAUSE_MS: peering holds" "$TESTDIR/osd2.log" || fail "osd 2 does not say it pauses peering"
-I=$(( (1 << 48) | 5 ))
 wait_for grep -q "pg 1/0 active: .* 3 of 3 members" "$TESTDIR/osd1.log" || fail "osd 1 did not activate pg 1/0 with all members"
 osd_client write --inode $I --offset 0 --len 4096 --seed 1 || fail "the first write through osd 1"
 t0=$(date +%s)

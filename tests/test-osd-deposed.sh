@@ -13,13 +13,10 @@
 requires tromcho tromcho-osd curl python3 "$OSD_CLIENT"
 
 start_kv
-make_pool 1 2 2 1
-set_pgs 1 1 "1" "1,3"
-kv_put /config/inode/1/5 '{"name": "img", "size": 1048576}'
+one_pg_pool 2 2 "1" "1,3"
 create_osd 3; start_osd 3
 OSD_OPTS="--osd_kv_settle 40000" ; create_osd 1; start_osd 1
 OSD_OPTS=
-I=$(( (1 << 48) | 5 ))
 wait_for grep -q "pg 1/0 active" "$TESTDIR/osd1.log" || fail "osd 1 did not activate pg 1/0"
 osd_client write --inode $I --offset 0 --len 131072 --seed 1 || fail "write through osd 1"
 t0=$(date +%s)

@@ -15,16 +15,13 @@
 requires tromcho tromcho-osd curl python3 "$OSD_CLIENT"
 
 start_kv
-make_pool 1 2 2 1
-set_pgs 1 1 "1" "1,2"
-kv_put /config/inode/1/5 '{"name": "img", "size": 1048576}'
+one_pg_pool 2 2 "1" "1,2"
 for n in 1 2 3; do create_osd $n; done
 start_osd 2
 start_osd 3
 OSD_OPTS="--osd_kv_settle 8000"
 start_osd 1
 OSD_OPTS=
-I=$(( (1 << 48) | 5 ))
 actives () { grep -c "pg 1/0 active" "$TESTDIR/osd1.log" || true; }
 wait_for grep -q "pg 1/0 active: .* 2 of 2 members" "$TESTDIR/osd1.log" || fail "osd 1 did not activate pg 1/0"
 osd_client write --inode $I --offset 0 --len 4096 --seed 1 || fail "the first write through osd 1"

@@ -14,9 +14,7 @@
 requires tromcho tromcho-osd curl python3 "$OSD_CLIENT"
 
 start_kv
-make_pool 1 2 1 1
-set_pgs 1 1 "1" "1,2"
-kv_put /config/inode/1/5 '{"name": "img", "size": 1048576}'
+one_pg_pool 2 1 "1" "1,2"
 create_osd 1; create_osd 2
 start_osd 1
 OSD_OPTS="--etcd_keepalive_timeout 60" start_osd 2
@@ -25,7 +23,7 @@ wait_for grep -q "pg 1/0 active" "$TESTDIR/osd1.log" || fail "osd 1 did not acti
 ttl=$(curl -sf "$KV_URL/v3/lease/timetolive" -d "{\"ID\": $(kv_get /osd/state/2 | python3 -c 'import json,sys; print(json.load(sys.stdin)["lease"])')}" |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["grantedTTL"])')
 [ "$ttl" = 60 ] || fail "osd 2's lease is $ttl s, not 60: the test proves nothing"
-I=$(( (1 << 48) | 5 )) P1=$(osd_port 1) P2=$(osd_port 2)
+P1=$(osd_port 1) P2=$(osd_port 2)
 hex () { head -c 4096 /dev/zero | tr '\0' "$1" | od -An -v -tx1 | tr -d ' \n'; }
 write () { timeout "$1" "$OSD_CLIENT" --etcd_address "$KV_URL" raw WRITE --port "$P1" --inode $I --offset 0 --len 4096 --hex-payload "$(hex "$2")"; }
 ver () { osd_client raw SEC_READ --port "$P2" --inode $I --offset 0 --len 4096 | sed -n 's/.* version=\([0-9]*\) .*/\1/p'; }

@@ -390,10 +390,6 @@ image_closed(void *arg, struct tc_image *img)
   free(o);
 }
 
-/* The layer descriptions of m's chain (m alone unless all_layers), keys
- * resolved, into layers/names (MAX_LAYERS each); *bs = the block size.
- * *fence_rev = the KV revision from which m's parent has m as successor
- * (0: it has not): writes to m may start only once the parent is fenced. */
 /* The test hook's wait: say so (PATH.waiting), then wait for PATH. */
 static void
 chain_wait(char *path)
@@ -408,6 +404,10 @@ chain_wait(char *path)
   free(path);
 }
 
+/* The layer descriptions of m's chain (m alone unless all_layers), keys
+ * resolved, into layers/names (MAX_LAYERS each); *bs = the block size.
+ * *fence_rev = the KV revision from which m's parent has m as successor
+ * (0: it has not): writes to m may start only once the parent is fenced. */
 static int
 chain_once(struct tc_client *cl, const struct tc_image_meta *m, bool all_layers, struct tc_layer_desc *layers,
            char (*names)[256], int *nout, uint32_t *bs, int64_t *fence_rev)
