@@ -17,6 +17,13 @@ trap cleanup EXIT
 trap "exit 1" INT TERM
 export PATH=$top/cli:$top/osd:$top/gateway:$top/fuse:$PATH
 plugin=${PLUGIN_SO:-$top/nbdkit-plugin/.libs/nbdkit-tromcho-plugin.so}
+# bench_stamp WHAT [MORE]: the two header lines every bench prints: the
+# time, the cores, WHAT was run and the load; the commit (and MORE, e.g.
+# which builds ran)
+bench_stamp () {
+  echo "# $(date -u +%FT%TZ), $(nproc) cores, $1, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)${2:+, $2}"
+}
 port () { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_until () { local i; for i in $(seq 600); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
 

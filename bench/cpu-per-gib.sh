@@ -11,8 +11,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 gib=${1:-3} cases=${2:-c}
 . "$top/bench/bench-functions.sh"
-echo "# $(date -u +%FT%TZ), $(nproc) cores, $gib GiB each way over a 1 GiB image, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown), osd ${OSD_BIN:-built}, plugin ${PLUGIN_SO:-built}"
+bench_stamp "$gib GiB each way over a 1 GiB image" "osd ${OSD_BIN:-built}, plugin ${PLUGIN_SO:-built}"
 ticks=$(getconf CLK_TCK)
 for c in $cases; do
   serve_case "$c"

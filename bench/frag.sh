@@ -15,8 +15,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-4} cases=${2:-a}
 . "$top/bench/bench-functions.sh"
-echo "# $(date -u +%FT%TZ), $(nproc) cores, 1 GiB image, 1 MiB writes at QD4 for $secs s a pass, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown), osd ${OSD_BIN:-built}, plugin ${PLUGIN_SO:-built}"
+bench_stamp "1 GiB image, 1 MiB writes at QD4 for $secs s a pass" "osd ${OSD_BIN:-built}, plugin ${PLUGIN_SO:-built}"
 
 # step LABEL MB/s: one line with osd1's allocated MiB
 step () {

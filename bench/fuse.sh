@@ -48,8 +48,7 @@ fuse_pair () {
 
 want=" ${CASES:-a c} "
 has () { case $want in *" $1 "*) return 0 ;; esac; return 1; }
-echo "# $(date -u +%FT%TZ), $(nproc) cores, fio $secs s per profile over $size, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown), profiles: ${PROFILES:-all}"
+bench_stamp "fio $secs s per profile over $size" "profiles: ${PROFILES:-all}"
 has a && fuse_pair fa 0 none "plain, none"
 has c && fuse_pair fc 1 gcm "xts, gcm"
 echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -33,8 +33,7 @@ GUEST_INIT=$top/bench/guest-init.sh GUEST_TOOLS=$(command -v fio) \
 # TCG unless ACCEL=kvm: nested KVM inside this Firecracker VM stops with
 # "KVM internal error ... emulation failure" while the kernel boots
 accel=${ACCEL:-tcg}
-echo "# $(date -u +%FT%TZ), $(nproc) cores, guest accel $accel, $secs s per load, $size, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+bench_stamp "guest accel $accel, $secs s per load, $size"
 
 # guest LABEL PORT EXPORT: boot the guest against 127.0.0.1:PORT, wait
 guest () {

@@ -14,8 +14,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-8} cases=${2:-c} rate=${RATE:-300}
 . "$top/bench/bench-functions.sh"
-echo "# $(date -u +%FT%TZ), $(nproc) cores, fio $secs s per pattern at QD1, $rate requests/s, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown), osd ${OSD_BIN:-built}, plugin ${PLUGIN_SO:-built}"
+bench_stamp "fio $secs s per pattern at QD1, $rate requests/s" "osd ${OSD_BIN:-built}, plugin ${PLUGIN_SO:-built}"
 ticks=$(getconf CLK_TCK)
 for c in $cases; do
   serve_case "$c"

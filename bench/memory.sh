@@ -20,8 +20,7 @@ secs=${1:-30} size=${2:-1G}
 . "$top/bench/bench-functions.sh"
 
 want=" ${CASES:-a c} "
-echo "# $(date -u +%FT%TZ), $(nproc) cores, $secs s each of ${PHASES:-randwrite randread fsx} (fio: ${CONNS:-4} connections x QD16, ${BS:-4k-1m}; fsx: 4 connections) over $size, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+bench_stamp "$secs s each of ${PHASES:-randwrite randread fsx} (fio: ${CONNS:-4} connections x QD16, ${BS:-4k-1m}; fsx: 4 connections) over $size"
 
 # fsx_loop SECONDS LOG: fsx runs of 2000 operations over four connections to
 # the export until SECONDS have passed (each run connects anew)

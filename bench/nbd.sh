@@ -24,8 +24,7 @@ secs=${1:-10} size=${2:-1G}
 
 want=" ${CASES:-raw a b b-c c file luks} "
 has () { case $want in *" $1 "*) return 0 ;; esac; return 1; }
-echo "# $(date -u +%FT%TZ), $(nproc) cores, fio $secs s per profile over $size, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown), profiles: ${PROFILES:-all}"
+bench_stamp "fio $secs s per profile over $size" "profiles: ${PROFILES:-all}"
 fio=$top/bench/fio-nbd.sh
 if has raw; then
   "$fio" "raw file (O_DIRECT)" "$work/rawdisk.img" "$secs" "$size"

@@ -16,8 +16,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-8} cases=${2:-c}
 [ "$secs" -ge 5 ] || { echo "per-op.sh: SECONDS must be at least 5" >&2; exit 2; }
 . "$top/bench/bench-functions.sh"
-echo "# $(date -u +%FT%TZ), $(nproc) cores, fio $secs s per pattern at QD${QD:-32}, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown), osd ${OSD_BIN:-built}, plugin ${PLUGIN_SO:-built}"
+bench_stamp "fio $secs s per pattern at QD${QD:-32}" "osd ${OSD_BIN:-built}, plugin ${PLUGIN_SO:-built}"
 ticks=$(getconf CLK_TCK)
 have_perf=0
 perf stat -e raw_syscalls:sys_enter -- true >/dev/null 2>&1 && have_perf=1
