@@ -52,14 +52,16 @@ int tc_xts_decrypt_unit(struct tc_xts *x, const uint8_t tweak[16], const void *i
 /* --- AES-256-GCM, 96-bit nonce, 128-bit tag --- */
 struct tc_gcm;
 /* Implementations of AES-256-GCM (they give the same bytes). TC_GCM_AUTO is
+ * ipsec-mb where its AVX-512 code runs, else our own on 256-bit VAES
+ * (crypto_gcm_vaes.c) where the CPU has VAES, VPCLMULQDQ and AVX2, else
  * ipsec-mb where it was built in and the CPU has AES-NI and PCLMULQDQ,
  * else GnuTLS. Tests and benchmarks name one to compare them. */
-enum tc_gcm_impl { TC_GCM_AUTO, TC_GCM_GNUTLS, TC_GCM_IPSEC_MB };
+enum tc_gcm_impl { TC_GCM_AUTO, TC_GCM_GNUTLS, TC_GCM_IPSEC_MB, TC_GCM_VAES };
 int tc_gcm_new(struct tc_gcm **out, const uint8_t key[TC_GCM_KEY_SIZE]);
 /* As tc_gcm_new with a given implementation; ENOTSUP if it is not there. */
 int tc_gcm_new_impl(struct tc_gcm **out, const uint8_t key[TC_GCM_KEY_SIZE], enum tc_gcm_impl impl);
 /* The name of the implementation TC_GCM_AUTO picks: "ipsec-mb avx512",
- * "ipsec-mb avx2", ... or "gnutls". */
+ * "tromcho vaes-avx2", "ipsec-mb avx2", ... or "gnutls". */
 const char *tc_gcm_impl_name(void);
 /* The implementation a context uses. */
 enum tc_gcm_impl tc_gcm_impl_of(const struct tc_gcm *g);
