@@ -142,11 +142,11 @@ static const struct {
 };
 
 static void
-test_xts_vectors(void)
+test_xts_vectors(enum tc_xts_impl impl)
 {
   uint8_t *key = tv_unhex(xts_key_hex, NULL);
   struct tc_xts *x;
-  CHECK(tc_xts_new(&x, key) == 0, "tc_xts_new: %s", tc_last_error());
+  CHECK(tc_xts_new_impl(&x, key, impl) == 0, "tc_xts_new: %s", tc_last_error());
   free(key);
   uint8_t pt[512], out[512], back[512];
   for (int i = 0; i < 512; i++)
@@ -173,13 +173,13 @@ test_xts_vectors(void)
 /* Multi-sector calls equal per-sector calls with the LE sector tweak,
  * including across the 2^32 sector boundary; in place equals out of place. */
 static void
-test_xts_sectors(void)
+test_xts_sectors(enum tc_xts_impl impl)
 {
   enum { N = 8 };
   uint8_t key[64];
   CHECK(tc_random(key, sizeof key) == 0, "tc_random: %s", tc_last_error());
   struct tc_xts *x;
-  CHECK(tc_xts_new(&x, key) == 0, "tc_xts_new: %s", tc_last_error());
+  CHECK(tc_xts_new_impl(&x, key, impl) == 0, "tc_xts_new: %s", tc_last_error());
   uint8_t *pt = malloc(N * TC_XTS_SECTOR), *all = malloc(N * TC_XTS_SECTOR),
           *one = malloc(N * TC_XTS_SECTOR), *inplace = malloc(N * TC_XTS_SECTOR);
   CHECK(pt && all && one && inplace, "out of memory");
@@ -245,6 +245,43 @@ out:
   key[63] ^= 1;
   CHECK(tc_xts_new(&x, key) == 0, "XTS key with halves differing in one bit refused: %s", tc_last_error());
   tc_xts_free(x);
+}
+
+/* Our VAES XTS against GnuTLS's: random keys, tweaks, unit lengths (16 to
+ * 8192 bytes, so the 256-byte loop and the block-at-a-time tail are both
+ * crossed), in place and not. */
+static void
+test_xts_cross(void)
+{
+  enum { MAX = 8192 };
+  uint8_t key[64], tweak[16];
+  uint8_t *pt = malloc(MAX), *a = malloc(MAX), *b = malloc(MAX);
+  CHECK(pt && a && b, "memory");
+  for (int round = 0; round < 1000; round++) {
+    struct tc_xts *g, *v;
+    uint32_t r;
+    CHECK(tc_random(key, sizeof key) == 0 && tc_random(tweak, sizeof tweak) == 0 && tc_random(&r, sizeof r) == 0,
+          "tc_random: %s", tc_last_error());
+    size_t len = 16 * (1 + (round < 40 ? (size_t) round : r % (MAX / 16)));
+    CHECK(tc_random(pt, len) == 0, "tc_random");
+    CHECK(tc_xts_new_impl(&g, key, TC_XTS_GNUTLS) == 0 && tc_xts_new_impl(&v, key, TC_XTS_VAES) == 0,
+          "tc_xts_new_impl: %s", tc_last_error());
+    CHECK(tc_xts_encrypt_unit(g, tweak, pt, a, len) == 0, "gnutls: %s", tc_last_error());
+    memcpy(b, pt, len);
+    CHECK(tc_xts_encrypt_unit(v, tweak, b, b, len) == 0 && memcmp(a, b, len) == 0,
+          "round %d, %zu bytes: VAES XTS encrypts differently from GnuTLS", round, len);
+    CHECK(tc_xts_decrypt_unit(v, tweak, a, b, len) == 0 && memcmp(b, pt, len) == 0,
+          "round %d, %zu bytes: VAES XTS does not decrypt GnuTLS's", round, len);
+    uint64_t sector = (uint64_t) r * 2654435761u;
+    size_t n = len / TC_XTS_SECTOR * TC_XTS_SECTOR;
+    if (n) {
+      CHECK(tc_xts_decrypt(g, sector, pt, a, n) == 0 && tc_xts_decrypt(v, sector, pt, b, n) == 0 && memcmp(a, b, n) == 0,
+            "round %d: VAES XTS decrypts sectors differently from GnuTLS", round);
+    }
+    tc_xts_free(g);
+    tc_xts_free(v);
+  }
+  free(pt); free(a); free(b);
 }
 
 /* --- AES-256-GCM: GCM spec test cases 13-16 ------------------------------ */
@@ -787,8 +824,11 @@ main(void)
   CHECK(tc_crypto_init() == 0, "tc_crypto_init: %s", tc_last_error());
   CHECK(tc_crypto_selftest(msg, sizeof msg) == 0, "%s", msg);
   printf("# %s\n", msg);
-  test_xts_vectors();
-  test_xts_sectors();
+  printf("# AES-256-XTS: %s\n", tc_xts_impl_name());
+  test_xts_vectors(TC_XTS_AUTO);
+  test_xts_vectors(TC_XTS_GNUTLS);
+  test_xts_sectors(TC_XTS_AUTO);
+  test_xts_sectors(TC_XTS_GNUTLS);
   test_gcm_vectors(TC_GCM_AUTO);
   test_gcm_vectors(TC_GCM_GNUTLS);
   /* ipsec-mb is built in on x86-64 (configure requires it there) and every
@@ -812,8 +852,14 @@ main(void)
     test_gcm_vectors(TC_GCM_VAES);
     test_gcm_cross(TC_GCM_VAES, "vaes-avx2", 300, 70000);
     test_gcm_cross(TC_GCM_VAES, "vaes-avx2", 3000, 1100); /* many cuts near block edges */
+    test_xts_vectors(TC_XTS_VAES);
+    test_xts_sectors(TC_XTS_VAES);
+    test_xts_cross();
   } else {
     CHECK(errno == ENOTSUP && strstr(tc_last_error(), "VAES"), "VAES context: %s", tc_last_error());
+    struct tc_xts *xv;
+    uint8_t k64[64] = { 1 };
+    CHECK(tc_xts_new_impl(&xv, k64, TC_XTS_VAES) < 0 && errno == ENOTSUP, "VAES XTS context on a CPU without VAES");
     printf("# AES-256-GCM on 256-bit VAES: this CPU lacks it (%s)\n", tc_last_error());
   }
   test_x25519();

@@ -37,6 +37,13 @@ int tc_crypto_selftest(char *msg, size_t msglen);
 struct tc_xts;
 /* Refuses a key whose two 32-byte halves are equal (EINVAL). */
 int tc_xts_new(struct tc_xts **out, const uint8_t key[TC_XTS_KEY_SIZE]);
+/* Implementations of AES-256-XTS (the same bytes): TC_XTS_AUTO is our own
+ * on 256-bit VAES where the CPU has it (crypto_xts_vaes.c), else GnuTLS.
+ * tc_xts_new_impl names one (ENOTSUP if it is not there); tests compare. */
+enum tc_xts_impl { TC_XTS_AUTO, TC_XTS_GNUTLS, TC_XTS_VAES };
+int tc_xts_new_impl(struct tc_xts **out, const uint8_t key[TC_XTS_KEY_SIZE], enum tc_xts_impl impl);
+/* "tromcho vaes-avx2" or "gnutls": what TC_XTS_AUTO picks. */
+const char *tc_xts_impl_name(void);
 void tc_xts_free(struct tc_xts *x);
 /* Encrypt/decrypt len bytes (a multiple of 4096) starting at image sector
  * first_sector; the tweak of each sector is its index as a 128-bit

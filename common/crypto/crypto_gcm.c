@@ -28,14 +28,14 @@
 #endif
 #include "crypto.h"
 #include "error.h"
-#ifdef TC_HAVE_GCM_VAES
-#include "crypto_gcm_vaes.h"
+#ifdef TC_HAVE_VAES
+#include "crypto_vaes.h"
 #endif
 
 struct tc_gcm {
   enum tc_gcm_impl impl;
   gnutls_aead_cipher_hd_t h;
-#ifdef TC_HAVE_GCM_VAES
+#ifdef TC_HAVE_VAES
   struct tc_gcm_vaes_key *vk;
 #endif
 #ifdef HAVE_IPSEC_MB
@@ -131,11 +131,11 @@ imb_crypt(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE], const struct
 }
 #endif
 
-#ifdef TC_HAVE_GCM_VAES
+#ifdef TC_HAVE_VAES
 /* Checked here, in code built without AVX: the CPU's and the OS's support
  * (libgcc's check includes the OS saving the YMM registers). */
-static bool
-vaes_usable(void)
+bool
+tc_vaes_usable(void)
 {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul") &&
@@ -152,8 +152,8 @@ auto_impl(void)
   if (imb_get() && imb_avx512)
     return TC_GCM_IPSEC_MB;
 #endif
-#ifdef TC_HAVE_GCM_VAES
-  if (vaes_usable())
+#ifdef TC_HAVE_VAES
+  if (tc_vaes_usable())
     return TC_GCM_VAES;
 #endif
 #ifdef HAVE_IPSEC_MB
@@ -190,8 +190,8 @@ tc_gcm_new_impl(struct tc_gcm **out, const uint8_t key[TC_GCM_KEY_SIZE], enum tc
   *out = NULL;
   if (impl == TC_GCM_AUTO)
     impl = auto_impl();
-#ifdef TC_HAVE_GCM_VAES
-  if (impl == TC_GCM_VAES && !vaes_usable())
+#ifdef TC_HAVE_VAES
+  if (impl == TC_GCM_VAES && !tc_vaes_usable())
     return tc_error(ENOTSUP, "AES-256-GCM: this CPU lacks AVX2, VAES or VPCLMULQDQ");
 #else
   if (impl == TC_GCM_VAES)
@@ -225,7 +225,7 @@ tc_gcm_new(struct tc_gcm **out, const uint8_t key[TC_GCM_KEY_SIZE])
 int
 tc_gcm_rekey(struct tc_gcm *g, const uint8_t key[TC_GCM_KEY_SIZE])
 {
-#ifdef TC_HAVE_GCM_VAES
+#ifdef TC_HAVE_VAES
   if (g->impl == TC_GCM_VAES) {
     if (!g->vk) {
       void *p = NULL;
@@ -270,7 +270,7 @@ tc_gcm_free(struct tc_gcm *g)
     return;
   if (g->h)
     gnutls_aead_cipher_deinit(g->h);
-#ifdef TC_HAVE_GCM_VAES
+#ifdef TC_HAVE_VAES
   if (g->vk) {
     tc_wipe(g->vk, sizeof *g->vk);
     free(g->vk);
@@ -290,7 +290,7 @@ tc_gcm_seal(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
             const struct iovec *aad, int naad, const struct iovec *data, int ndata,
             uint8_t tag[TC_GCM_TAG_SIZE])
 {
-#ifdef TC_HAVE_GCM_VAES
+#ifdef TC_HAVE_VAES
   if (g->impl == TC_GCM_VAES)
     return tc_gcm_vaes_crypt(g->vk, nonce, aad, naad, data, ndata, NULL, true, tag);
 #endif
@@ -327,7 +327,7 @@ tc_gcm_seal_copy(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
   if (gather_len_ok(in, nin, len) < 0)
     return -1;
   uint8_t *o = out;
-#ifdef TC_HAVE_GCM_VAES
+#ifdef TC_HAVE_VAES
   if (g->impl == TC_GCM_VAES)   /* gather and encrypt in one pass */
     return tc_gcm_vaes_crypt(g->vk, nonce, NULL, 0, in, nin, o, true, o + len);
 #endif
@@ -369,7 +369,7 @@ tc_gcm_open(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
   if (g->impl == TC_GCM_IPSEC_MB || g->impl == TC_GCM_VAES) {
     uint8_t want[TC_GCM_TAG_SIZE];
     int r = -1;
-#ifdef TC_HAVE_GCM_VAES
+#ifdef TC_HAVE_VAES
     if (g->impl == TC_GCM_VAES)
       r = tc_gcm_vaes_crypt(g->vk, nonce, aad, naad, data, ndata, NULL, false, want);
 #endif

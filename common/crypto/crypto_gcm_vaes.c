@@ -21,8 +21,9 @@
 #include <errno.h>
 #include <immintrin.h>
 #include <string.h>
+#include "aes_ni.h"
 #include "crypto.h"
-#include "crypto_gcm_vaes.h"
+#include "crypto_vaes.h"
 #include "error.h"
 
 #define AAD_MAX 1024
@@ -86,69 +87,23 @@ twist(__m128i w)
   return _mm_xor_si128(w, _mm_and_si128(top, poly()));
 }
 
-/* --- AES-256 --- */
-
-static inline __m128i
-expand_even(__m128i k, __m128i assist)
+static inline __m256i
+rk2(const struct tc_gcm_vaes_key *k, int i)
 {
-  assist = _mm_shuffle_epi32(assist, 0xff);
-  k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-  k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-  k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-  return _mm_xor_si128(k, assist);
-}
-
-static inline __m128i
-expand_odd(__m128i k, __m128i assist)
-{
-  assist = _mm_shuffle_epi32(assist, 0xaa);
-  k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-  k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-  k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-  return _mm_xor_si128(k, assist);
-}
-
-/* aeskeygenassist takes its round constant as an immediate. */
-#define EXPAND_PAIR(i, rcon)                                                                       \
-  do {                                                                                             \
-    rk[i] = expand_even(rk[(i) - 2], _mm_aeskeygenassist_si128(rk[(i) - 1], rcon));                \
-    if ((i) < 14)                                                                                  \
-      rk[(i) + 1] = expand_odd(rk[(i) - 1], _mm_aeskeygenassist_si128(rk[i], 0));                  \
-  } while (0)
-
-static inline __m128i
-aes_block(const __m128i rk[15], __m128i x)
-{
-  x = _mm_xor_si128(x, rk[0]);
-  for (int r = 1; r < 14; r++)
-    x = _mm_aesenc_si128(x, rk[r]);
-  return _mm_aesenclast_si128(x, rk[14]);
-}
-
-static void
-load_rk(const struct tc_gcm_vaes_key *k, __m128i rk[15])
-{
-  for (int i = 0; i < 15; i++)
-    rk[i] = _mm_load_si128((const __m128i *) k->rk[i]);
+  return _mm256_load_si256((const __m256i *) k->rk2[i]);
 }
 
 void
 tc_gcm_vaes_expand(struct tc_gcm_vaes_key *k, const uint8_t key[32])
 {
   __m128i rk[15];
-  rk[0] = _mm_loadu_si128((const __m128i *) key);
-  rk[1] = _mm_loadu_si128((const __m128i *) (key + 16));
-  EXPAND_PAIR(2, 0x01);
-  EXPAND_PAIR(4, 0x02);
-  EXPAND_PAIR(6, 0x04);
-  EXPAND_PAIR(8, 0x08);
-  EXPAND_PAIR(10, 0x10);
-  EXPAND_PAIR(12, 0x20);
-  EXPAND_PAIR(14, 0x40);
-  for (int i = 0; i < 15; i++)
+  aes256_expand(rk, key);
+  for (int i = 0; i < 15; i++) {
     _mm_store_si128((__m128i *) k->rk[i], rk[i]);
+    _mm256_store_si256((__m256i *) k->rk2[i], _mm256_broadcastsi128_si256(rk[i]));
+  }
   /* H = E(K, 0), then H^1..H^16. */
-  __m128i h = bswap128(aes_block(rk, _mm_setzero_si128()));
+  __m128i h = bswap128(aes256_block(rk, _mm_setzero_si128()));
   __m128i h1 = twist(h), p = h;
   _mm_store_si128((__m128i *) k->hpow[TC_GCM_VAES_POWERS - 1], h1);
   for (int n = 2; n <= TC_GCM_VAES_POWERS; n++) {
@@ -161,9 +116,9 @@ tc_gcm_vaes_expand(struct tc_gcm_vaes_key *k, const uint8_t key[32])
 
 /* --- one GCM pass --- */
 
+/* A pass's state: what it leaves behind is wiped (the round keys are read
+ * from the key, never copied). */
 struct pass {
-  __m128i rk[15];
-  __m256i rk2[15];   /* each round key in both lanes */
   __m128i y;         /* GHASH so far, W form */
   __m128i ctr;       /* the next counter block, byte-reversed (counter in dword 0) */
   uint8_t part[16];  /* ciphertext of an unfinished block */
@@ -179,11 +134,11 @@ ghash_block(struct pass *s, const struct tc_gcm_vaes_key *k, __m128i w)
 }
 
 static inline __m128i
-next_keystream(struct pass *s)
+next_keystream(struct pass *s, const struct tc_gcm_vaes_key *k)
 {
   __m128i c = bswap128(s->ctr);
   s->ctr = _mm_add_epi32(s->ctr, _mm_set_epi32(0, 0, 0, 1));
-  return aes_block(s->rk, c);
+  return aes256_block(k->rk, c);
 }
 
 /* Sixteen blocks of ciphertext at c into the hash: each times its power
@@ -223,7 +178,7 @@ crypt_chunks(struct pass *s, const struct tc_gcm_vaes_key *k, const uint8_t *in,
     __m256i b[8];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
-      b[j] = _mm256_xor_si256(bswap256(base), s->rk2[0]);
+      b[j] = _mm256_xor_si256(bswap256(base), rk2(k, 0));
       base = _mm256_add_epi32(base, two);
     }
     if (!encrypt)
@@ -234,12 +189,12 @@ crypt_chunks(struct pass *s, const struct tc_gcm_vaes_key *k, const uint8_t *in,
     for (int r = 1; r < 14; r++) {
 #pragma GCC unroll 8
       for (int j = 0; j < 8; j++)
-        b[j] = _mm256_aesenc_epi128(b[j], s->rk2[r]);
+        b[j] = _mm256_aesenc_epi128(b[j], rk2(k, r));
     }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
       __m256i d = _mm256_loadu_si256((const __m256i *) (in + 32 * j));
-      _mm256_storeu_si256((__m256i *) (out + 32 * j), _mm256_xor_si256(_mm256_aesenclast_epi128(b[j], s->rk2[14]), d));
+      _mm256_storeu_si256((__m256i *) (out + 32 * j), _mm256_xor_si256(_mm256_aesenclast_epi128(b[j], rk2(k, 14)), d));
     }
   }
   if (encrypt && n)
@@ -267,12 +222,12 @@ crypt_piece(struct pass *s, const struct tc_gcm_vaes_key *k, const uint8_t *in, 
   in += n / 256 * 256, out += n / 256 * 256, n %= 256;
   for (; n >= 16; n -= 16, in += 16, out += 16) {
     __m128i d = _mm_loadu_si128((const __m128i *) in);
-    __m128i c = _mm_xor_si128(d, next_keystream(s));
+    __m128i c = _mm_xor_si128(d, next_keystream(s, k));
     _mm_storeu_si128((__m128i *) out, c);
     ghash_block(s, k, bswap128(encrypt ? c : d));
   }
   if (n) {
-    _mm_storeu_si128((__m128i *) s->ks, next_keystream(s));
+    _mm_storeu_si128((__m128i *) s->ks, next_keystream(s, k));
     for (size_t i = 0; i < n; i++) {
       uint8_t c = in[i];
       out[i] = (uint8_t) (c ^ s->ks[i]);
@@ -303,9 +258,6 @@ tc_gcm_vaes_crypt(const struct tc_gcm_vaes_key *k, const uint8_t nonce[12], cons
   }
   struct pass s;
   memset(&s, 0, sizeof s);
-  load_rk(k, s.rk);
-  for (int i = 0; i < 15; i++)
-    s.rk2[i] = _mm256_broadcastsi128_si256(s.rk[i]);
   /* J0 = nonce || 1; the data's counters start at 2. */
   uint8_t j0b[16];
   memcpy(j0b, nonce, 12);
@@ -332,7 +284,7 @@ tc_gcm_vaes_crypt(const struct tc_gcm_vaes_key *k, const uint8_t nonce[12], cons
   /* The lengths block, (bits of aad, bits of data) big-endian, is
    * (aad << 64 | data) in the W form. */
   ghash_block(&s, k, _mm_set_epi64x((long long) (alen * 8), (long long) (total * 8)));
-  __m128i t = _mm_xor_si128(bswap128(s.y), aes_block(s.rk, j0));
+  __m128i t = _mm_xor_si128(bswap128(s.y), aes256_block(k->rk, j0));
   _mm_storeu_si128((__m128i *) tag, t);
   tc_wipe(&s, sizeof s);
   tc_wipe(a, alen);

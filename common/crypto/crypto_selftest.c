@@ -128,8 +128,8 @@ tc_crypto_selftest(char *msg, size_t msglen)
     {
       if (r == 0)
         snprintf(msg, msglen,
-                 "crypto self-test passed: AES-256-XTS (GnuTLS %s), AES-256-GCM (%s), X25519, HKDF-SHA256 (Nettle), XXH3 (%s)",
-                 gnutls_check_version(NULL), tc_gcm_impl_name(), tc_xxh3_impl());
+                 "crypto self-test passed: AES-256-XTS (%s, GnuTLS %s), AES-256-GCM (%s), X25519, HKDF-SHA256 (Nettle), XXH3 (%s)",
+                 tc_xts_impl_name(), gnutls_check_version(NULL), tc_gcm_impl_name(), tc_xxh3_impl());
       else
         snprintf(msg, msglen, "%s", tc_last_error());
     }
