@@ -213,7 +213,8 @@ cmd_cpubench(int argc, char **argv, struct tc_config *cfg)
   double took;
   if (!json) {
     printf("tromcho transport encryption benchmark (AES-256-GCM, AES-256-XTS and xxhash3)\n"
-           "AES-256-GCM through %s, XXH3 %s\n\nWarmup...\n", tc_gcm_impl_name(), tc_xxh3_impl());
+           "AES-256-GCM through %s, AES-256-XTS through %s, XXH3 %s\n\nWarmup...\n", tc_gcm_impl_name(),
+           tc_xts_impl_name(), tc_xxh3_impl());
     fflush(stdout);
   }
   else

@@ -1,9 +1,17 @@
 /* The crypto core: every primitive tromcho uses, behind one small API that
  * hides which library implements it.
  *
- *   AES-256-XTS   GnuTLS (AES-NI/VAES; Nettle 3.8's XTS measured 8-9x slower)
- *   AES-256-GCM   Intel's ipsec-mb on x86-64 (VAES/VPCLMULQDQ/AVX-512 where the
- *                 CPU has them: 4x GnuTLS here), else GnuTLS's AEAD API
+ *   AES-256-XTS   our own on 256-bit VAES where the CPU has it (crypto_xts_vaes.c:
+ *                 7.4 GB/s against GnuTLS's 5.2 on AMD Zen 3), else GnuTLS
+ *                 (AES-NI; Nettle 3.8's XTS measured 8-9x slower)
+ *   AES-256-GCM   Intel's ipsec-mb on x86-64 with AVX-512 (VAES/VPCLMULQDQ: 4x
+ *                 GnuTLS on the Intel VMs); on CPUs with VAES but no AVX-512
+ *                 (AMD Zen 3) our own on 256-bit VAES (crypto_gcm_vaes.c: 6.1
+ *                 GB/s against ipsec-mb's AES-NI code's 3.7); else ipsec-mb's
+ *                 AES-NI code, else GnuTLS's AEAD API. No Debian 12 library
+ *                 has 256-bit VAES code for either: the two files are AES-NI
+ *                 and carry-less multiplications only, constant time, checked
+ *                 against GnuTLS on random inputs by tests/test-crypto.c
  *   XXH3-64       xxHash, header-only inline, built for AVX-512, AVX2 and SSE2
  *                 and chosen at run time (Debian's libxxhash is SSE2 only)
  *   X25519, SHA-256, HMAC-SHA256, HKDF-SHA256   Nettle
