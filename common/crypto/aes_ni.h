@@ -7,32 +7,28 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+/* One step of the key schedule: k's words chained (each XORed with all
+ * before it) and XORed with t, aeskeygenassist's word broadcast. */
 static inline __m128i
-aes_expand_even(__m128i k, __m128i assist)
+aes_expand_step(__m128i k, __m128i t)
 {
-  assist = _mm_shuffle_epi32(assist, 0xff);
   k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
   k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
   k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-  return _mm_xor_si128(k, assist);
+  return _mm_xor_si128(k, t);
 }
 
-static inline __m128i
-aes_expand_odd(__m128i k, __m128i assist)
-{
-  assist = _mm_shuffle_epi32(assist, 0xaa);
-  k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-  k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-  k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-  return _mm_xor_si128(k, assist);
-}
-
-/* aeskeygenassist takes its round constant as an immediate. */
+/* Round keys i and i + 1 from the two before: the even one with
+ * RotWord(SubWord()) and the round constant (word 3 of aeskeygenassist),
+ * the odd one with SubWord() alone (word 2). aeskeygenassist takes its
+ * round constant as an immediate, hence a macro. */
 #define AES_EXPAND_PAIR(rk, i, rcon)                                                               \
   do {                                                                                             \
-    (rk)[i] = aes_expand_even((rk)[(i) - 2], _mm_aeskeygenassist_si128((rk)[(i) - 1], rcon));      \
+    (rk)[i] = aes_expand_step((rk)[(i) - 2],                                                       \
+                              _mm_shuffle_epi32(_mm_aeskeygenassist_si128((rk)[(i) - 1], rcon), 0xff)); \
     if ((i) < 14)                                                                                  \
-      (rk)[(i) + 1] = aes_expand_odd((rk)[(i) - 1], _mm_aeskeygenassist_si128((rk)[i], 0));        \
+      (rk)[(i) + 1] = aes_expand_step((rk)[(i) - 1],                                               \
+                                      _mm_shuffle_epi32(_mm_aeskeygenassist_si128((rk)[i], 0), 0xaa)); \
   } while (0)
 
 /* The 15 round keys of AES-256 for encryption. */

@@ -79,35 +79,14 @@ imb_get(void)
   return imb;
 }
 
-/* ipsec-mb takes the additional data as one buffer: gather it (frames
- * authenticate small headers, if anything). */
-static int
-imb_gather_aad(const struct iovec *aad, int naad, uint8_t *buf, size_t cap, size_t *len)
-{
-  size_t n = 0;
-  for (int i = 0; i < naad; i++) {
-    if (aad[i].iov_len > cap - n)
-      return tc_error(EINVAL, "AES-256-GCM: more than %zu bytes of additional data", cap);
-    memcpy(buf + n, aad[i].iov_base, aad[i].iov_len);
-    n += aad[i].iov_len;
-  }
-  *len = n;
-  return 0;
-}
-
-#define TC_GCM_AAD_MAX 1024
 
 /* One pass of ipsec-mb's GCM over the data buffers: encrypt or decrypt them
  * in place, or (out not NULL) into out, one piece after the other; writes
  * the tag the data and aad give. */
 static int
-imb_crypt(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE], const struct iovec *aad, int naad,
+imb_crypt(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE], const uint8_t *a, size_t alen,
           const struct iovec *data, int ndata, uint8_t *out, bool encrypt, uint8_t tag[TC_GCM_TAG_SIZE])
 {
-  uint8_t a[TC_GCM_AAD_MAX];
-  size_t alen;
-  if (imb_gather_aad(aad, naad, a, sizeof a, &alen) < 0)
-    return -1;
   struct gcm_context_data ctx;
   IMB_AES256_GCM_INIT(imb, g->kd, &ctx, nonce, a, alen);
   for (int i = 0; i < ndata; i++) {
@@ -130,6 +109,41 @@ imb_crypt(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE], const struct
   return 0;
 }
 #endif
+
+/* ipsec-mb and our VAES code take the additional data as one buffer
+ * (frames authenticate small headers, if anything): gather it, then one
+ * pass of the context's implementation over the data buffers, in place or
+ * (out not NULL) into out; writes the tag the data and aad give. */
+#define TC_GCM_AAD_MAX 1024
+
+static bool
+one_pass_impl(const struct tc_gcm *g)
+{
+  return g->impl == TC_GCM_IPSEC_MB || g->impl == TC_GCM_VAES;
+}
+
+static int
+one_pass(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE], const struct iovec *aad, int naad,
+         const struct iovec *data, int ndata, uint8_t *out, bool encrypt, uint8_t tag[TC_GCM_TAG_SIZE])
+{
+  uint8_t a[TC_GCM_AAD_MAX];
+  size_t alen = 0;
+  for (int i = 0; i < naad; i++) {
+    if (aad[i].iov_len > sizeof a - alen)
+      return tc_error(EINVAL, "AES-256-GCM: more than %zu bytes of additional data", sizeof a);
+    memcpy(a + alen, aad[i].iov_base, aad[i].iov_len);
+    alen += aad[i].iov_len;
+  }
+#ifdef TC_HAVE_VAES
+  if (g->impl == TC_GCM_VAES)
+    return tc_gcm_vaes_crypt(g->vk, nonce, a, alen, data, ndata, out, encrypt, tag);
+#endif
+#ifdef HAVE_IPSEC_MB
+  if (g->impl == TC_GCM_IPSEC_MB)
+    return imb_crypt(g, nonce, a, alen, data, ndata, out, encrypt, tag);
+#endif
+  return tc_error(ENOTSUP, "AES-256-GCM: implementation %d is not built in", (int) g->impl);
+}
 
 #ifdef TC_HAVE_VAES
 /* Checked here, in code built without AVX: the CPU's and the OS's support
@@ -166,16 +180,14 @@ auto_impl(void)
 const char *
 tc_gcm_impl_name(void)
 {
-  switch (auto_impl()) {
-  case TC_GCM_VAES:
+  enum tc_gcm_impl i = auto_impl();
+  if (i == TC_GCM_VAES)
     return "tromcho vaes-avx2";
-  case TC_GCM_IPSEC_MB:
 #ifdef HAVE_IPSEC_MB
+  if (i == TC_GCM_IPSEC_MB)
     return imb_name;
 #endif
-  default:
-    return "gnutls";
-  }
+  return "gnutls";
 }
 
 enum tc_gcm_impl
@@ -222,29 +234,32 @@ tc_gcm_new(struct tc_gcm **out, const uint8_t key[TC_GCM_KEY_SIZE])
   return tc_gcm_new_impl(out, key, TC_GCM_AUTO);
 }
 
+/* The expanded key's 64-byte-aligned home, allocated on the first key. */
+static int
+key_home(void **p, size_t size)
+{
+  if (!*p && posix_memalign(p, 64, size) != 0) {
+    *p = NULL;
+    return tc_error(ENOMEM, "AES-256-GCM: out of memory");
+  }
+  return 0;
+}
+
 int
 tc_gcm_rekey(struct tc_gcm *g, const uint8_t key[TC_GCM_KEY_SIZE])
 {
 #ifdef TC_HAVE_VAES
   if (g->impl == TC_GCM_VAES) {
-    if (!g->vk) {
-      void *p = NULL;
-      if (posix_memalign(&p, 64, sizeof *g->vk) != 0)
-        return tc_error(ENOMEM, "AES-256-GCM: out of memory");
-      g->vk = p;
-    }
+    if (key_home((void **) &g->vk, sizeof *g->vk) < 0)
+      return -1;
     tc_gcm_vaes_expand(g->vk, key);
     return 0;
   }
 #endif
 #ifdef HAVE_IPSEC_MB
   if (g->impl == TC_GCM_IPSEC_MB) {
-    if (!g->kd) {
-      void *p = NULL;
-      if (posix_memalign(&p, 64, sizeof *g->kd) != 0)
-        return tc_error(ENOMEM, "AES-256-GCM: out of memory");
-      g->kd = p;
-    }
+    if (key_home((void **) &g->kd, sizeof *g->kd) < 0)
+      return -1;
     IMB_AES256_GCM_PRE(imb, key, g->kd);
     return 0;
   }
@@ -290,14 +305,8 @@ tc_gcm_seal(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
             const struct iovec *aad, int naad, const struct iovec *data, int ndata,
             uint8_t tag[TC_GCM_TAG_SIZE])
 {
-#ifdef TC_HAVE_VAES
-  if (g->impl == TC_GCM_VAES)
-    return tc_gcm_vaes_crypt(g->vk, nonce, aad, naad, data, ndata, NULL, true, tag);
-#endif
-#ifdef HAVE_IPSEC_MB
-  if (g->impl == TC_GCM_IPSEC_MB)
-    return imb_crypt(g, nonce, aad, naad, data, ndata, NULL, true, tag);
-#endif
+  if (one_pass_impl(g))
+    return one_pass(g, nonce, aad, naad, data, ndata, NULL, true, tag);
   size_t tagsz = TC_GCM_TAG_SIZE;
   int r = gnutls_aead_cipher_encryptv2(g->h, nonce, TC_GCM_NONCE_SIZE, (giovec_t *) aad, naad,
                                        (giovec_t *) data, ndata, tag, &tagsz);
@@ -327,14 +336,8 @@ tc_gcm_seal_copy(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
   if (gather_len_ok(in, nin, len) < 0)
     return -1;
   uint8_t *o = out;
-#ifdef TC_HAVE_VAES
-  if (g->impl == TC_GCM_VAES)   /* gather and encrypt in one pass */
-    return tc_gcm_vaes_crypt(g->vk, nonce, NULL, 0, in, nin, o, true, o + len);
-#endif
-#ifdef HAVE_IPSEC_MB
-  if (g->impl == TC_GCM_IPSEC_MB)   /* gather and encrypt in one pass */
-    return imb_crypt(g, nonce, NULL, 0, in, nin, o, true, o + len);
-#endif
+  if (one_pass_impl(g))   /* gather and encrypt in one pass */
+    return one_pass(g, nonce, NULL, 0, in, nin, o, true, o + len);
   if (nin == 1) {
     size_t outlen = len + TC_GCM_TAG_SIZE;
     int r = gnutls_aead_cipher_encrypt(g->h, nonce, TC_GCM_NONCE_SIZE, NULL, 0, TC_GCM_TAG_SIZE,
@@ -366,18 +369,9 @@ tc_gcm_open(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE],
             const struct iovec *aad, int naad, const struct iovec *data, int ndata,
             const uint8_t tag[TC_GCM_TAG_SIZE])
 {
-  if (g->impl == TC_GCM_IPSEC_MB || g->impl == TC_GCM_VAES) {
+  if (one_pass_impl(g)) {
     uint8_t want[TC_GCM_TAG_SIZE];
-    int r = -1;
-#ifdef TC_HAVE_VAES
-    if (g->impl == TC_GCM_VAES)
-      r = tc_gcm_vaes_crypt(g->vk, nonce, aad, naad, data, ndata, NULL, false, want);
-#endif
-#ifdef HAVE_IPSEC_MB
-    if (g->impl == TC_GCM_IPSEC_MB)
-      r = imb_crypt(g, nonce, aad, naad, data, ndata, NULL, false, want);
-#endif
-    if (r < 0)
+    if (one_pass(g, nonce, aad, naad, data, ndata, NULL, false, want) < 0)
       return -1;
     int ok = tc_memeq_ct(want, tag, TC_GCM_TAG_SIZE);
     tc_wipe(want, sizeof want);

@@ -26,7 +26,6 @@
 #include "crypto_vaes.h"
 #include "error.h"
 
-#define AAD_MAX 1024
 /* GCM's limit for one nonce: 2^32 - 2 blocks. */
 #define DATA_MAX ((UINT64_C(1) << 36) - 32)
 
@@ -238,18 +237,9 @@ crypt_piece(struct pass *s, const struct tc_gcm_vaes_key *k, const uint8_t *in, 
 }
 
 int
-tc_gcm_vaes_crypt(const struct tc_gcm_vaes_key *k, const uint8_t nonce[12], const struct iovec *aad,
-                  int naad, const struct iovec *data, int ndata, uint8_t *out, bool encrypt,
-                  uint8_t tag[16])
+tc_gcm_vaes_crypt(const struct tc_gcm_vaes_key *k, const uint8_t nonce[12], const uint8_t *aad, size_t alen,
+                  const struct iovec *data, int ndata, uint8_t *out, bool encrypt, uint8_t tag[16])
 {
-  uint8_t a[AAD_MAX + 16];
-  size_t alen = 0;
-  for (int i = 0; i < naad; i++) {
-    if (aad[i].iov_len > AAD_MAX - alen)
-      return tc_error(EINVAL, "AES-256-GCM: more than %d bytes of additional data", AAD_MAX);
-    memcpy(a + alen, aad[i].iov_base, aad[i].iov_len);
-    alen += aad[i].iov_len;
-  }
   uint64_t total = 0;
   for (int i = 0; i < ndata; i++) {
     if (data[i].iov_len > DATA_MAX - total)
@@ -264,10 +254,15 @@ tc_gcm_vaes_crypt(const struct tc_gcm_vaes_key *k, const uint8_t nonce[12], cons
   memcpy(j0b + 12, "\0\0\0\1", 4);
   __m128i j0 = _mm_loadu_si128((const __m128i *) j0b);
   s.ctr = _mm_add_epi32(bswap128(j0), _mm_set_epi32(0, 0, 0, 1));
-  /* The additional data, zero-padded to whole blocks. */
-  memset(a + alen, 0, 16);
-  for (size_t off = 0; off < alen; off += 16)
-    ghash_block(&s, k, bswap128(_mm_loadu_si128((const __m128i *) (a + off))));
+  /* The additional data, its last block zero-padded. */
+  size_t off = 0;
+  for (; alen - off >= 16; off += 16)
+    ghash_block(&s, k, bswap128(_mm_loadu_si128((const __m128i *) (aad + off))));
+  if (off < alen) {
+    uint8_t last[16] = { 0 };
+    memcpy(last, aad + off, alen - off);
+    ghash_block(&s, k, bswap128(_mm_loadu_si128((const __m128i *) last)));
+  }
   for (int i = 0; i < ndata; i++) {
     size_t n = data[i].iov_len;
     if (!n)
@@ -287,6 +282,5 @@ tc_gcm_vaes_crypt(const struct tc_gcm_vaes_key *k, const uint8_t nonce[12], cons
   __m128i t = _mm_xor_si128(bswap128(s.y), aes256_block(k->rk, j0));
   _mm_storeu_si128((__m128i *) tag, t);
   tc_wipe(&s, sizeof s);
-  tc_wipe(a, alen);
   return 0;
 }

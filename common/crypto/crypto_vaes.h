@@ -28,14 +28,13 @@ struct tc_gcm_vaes_key {
 } __attribute__((aligned(32)));
 
 void tc_gcm_vaes_expand(struct tc_gcm_vaes_key *k, const uint8_t key[32]);
-/* One GCM pass as crypto_gcm.c's imb_crypt: aad (at most 1024 bytes in
- * all) authenticated, the data buffers encrypted or decrypted in place, or
- * into out one after the other when out is not NULL; the tag the data give
- * (for an open, the caller compares). -1 (EINVAL) for too much AAD or more
- * data than GCM allows under one nonce. */
-int tc_gcm_vaes_crypt(const struct tc_gcm_vaes_key *k, const uint8_t nonce[12], const struct iovec *aad,
-                      int naad, const struct iovec *data, int ndata, uint8_t *out, bool encrypt,
-                      uint8_t tag[16]);
+/* One GCM pass: alen bytes of additional data at aad authenticated (the
+ * caller gathers them), the data buffers encrypted or decrypted in place,
+ * or into out one after the other when out is not NULL; the tag the data
+ * give (for an open, the caller compares). -1 (EINVAL) for more data than
+ * GCM allows under one nonce. */
+int tc_gcm_vaes_crypt(const struct tc_gcm_vaes_key *k, const uint8_t nonce[12], const uint8_t *aad, size_t alen,
+                      const struct iovec *data, int ndata, uint8_t *out, bool encrypt, uint8_t tag[16]);
 
 /* --- AES-256-XTS (crypto_xts_vaes.c) --- */
 /* Round keys: data encryption and decryption (equivalent inverse cipher),

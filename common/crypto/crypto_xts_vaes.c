@@ -72,6 +72,24 @@ xts_block(const __m256i *rk2, __m128i x, bool encrypt)
   return encrypt ? _mm_aesenclast_si128(x, k) : _mm_aesdeclast_si128(x, k);
 }
 
+/* AES's rounds after the first key on eight registers; inlined with a
+ * constant direction, so each call is straight-line code. */
+static inline __attribute__((always_inline)) void
+rounds8(__m256i b[8], const __m256i *rk2, bool encrypt)
+{
+#pragma GCC unroll 13
+  for (int r = 1; r < 14; r++) {
+    __m256i k = _mm256_load_si256(rk2 + r);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+      b[j] = encrypt ? _mm256_aesenc_epi128(b[j], k) : _mm256_aesdec_epi128(b[j], k);
+  }
+  __m256i k = _mm256_load_si256(rk2 + 14);
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; j++)
+    b[j] = encrypt ? _mm256_aesenclast_epi128(b[j], k) : _mm256_aesdeclast_epi128(b[j], k);
+}
+
 void
 tc_xts_vaes_unit(const struct tc_xts_vaes_key *k, bool encrypt, const uint8_t tweak[16], const uint8_t *in,
                  uint8_t *out, size_t len)
@@ -90,27 +108,10 @@ tc_xts_vaes_unit(const struct tc_xts_vaes_key *k, bool encrypt, const uint8_t tw
       __m256i tj = j == 0 ? tw : mul_xk(tw, 2 * j);
       b[j] = _mm256_xor_si256(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *) (in + 32 * j)), tj), _mm256_load_si256(rk2));
     }
-    if (encrypt) {
-#pragma GCC unroll 13
-      for (int r = 1; r < 14; r++) {
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++)
-          b[j] = _mm256_aesenc_epi128(b[j], _mm256_load_si256(rk2 + r));
-      }
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; j++)
-        b[j] = _mm256_aesenclast_epi128(b[j], _mm256_load_si256(rk2 + 14));
-    } else {
-#pragma GCC unroll 13
-      for (int r = 1; r < 14; r++) {
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++)
-          b[j] = _mm256_aesdec_epi128(b[j], _mm256_load_si256(rk2 + r));
-      }
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; j++)
-        b[j] = _mm256_aesdeclast_epi128(b[j], _mm256_load_si256(rk2 + 14));
-    }
+    if (encrypt)
+      rounds8(b, rk2, true);
+    else
+      rounds8(b, rk2, false);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
       __m256i tj = j == 0 ? tw : mul_xk(tw, 2 * j);
