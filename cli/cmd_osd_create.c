@@ -28,7 +28,8 @@ usage(FILE *f)
   fprintf(f,
           "Usage: tromcho osd-create --data PATH [--osd_num N] [--size 8G] [--block-size 128k]\n"
           "                          [--meta PATH] [--force] [--etcd_address URL]\n"
-          "  --data PATH        data file (created sparse if absent) or block device\n"
+          "  --data PATH        data file (created sparse if absent; its last 64th, at\n"
+          "                     most 1 GiB, is written with zeros) or block device\n"
           "  --osd_num N        this OSD's number, > 0 (default: the next free number,\n"
           "                     allocated in the KV; the path is then recorded in\n"
           "                     /config/osd/<N> for tromcho-osd)\n"

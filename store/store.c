@@ -786,6 +786,67 @@ alloc_try(struct tc_store *st, uint32_t *locs, uint32_t count)
   return 1;
 }
 
+/* Place a small write (fewer than TC_STORE_ALLOC_LARGE sectors) by its
+ * object (lock held, no checkpoint flushing: reads the batch's record):
+ * each sector at its own place in the object's run if that is free, else
+ * in a free sector of that run, else, if it overwrites a sector, in the
+ * overflow area from the top down, and if it is new, next-fit as any
+ * write. So the holes small overwrites leave in an object's run are
+ * filled by that object's later small writes, never by other objects',
+ * and the run frees whole once the object is rewritten whole (store.md).
+ * 0, 1 if the data area is full (nothing stays allocated), -1 on error. */
+static int
+alloc_small(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t *locs, uint32_t count)
+{
+  struct tc_store_alloc *a = &st->alloc;
+  uint64_t block = offset / st->hdr.block_size;
+  uint32_t first = (uint32_t) (offset % st->hdr.block_size / TC_STORE_SECTOR);
+  MDB_txn *txn = NULL;
+  int found = batch(st, &txn) < 0 ? -1 : rec_load(st, txn, inode, block);
+  if (found < 0)
+    return -1;
+  /* The run's start: where its first sector outside the overflow area
+   * says sector 0 belongs. */
+  uint32_t home = UINT32_MAX, end = 0;
+  for (uint32_t s = 0; found && s < st->spb && home == UINT32_MAX; s++)
+    if (tc_store_bit(st->rec.bitmap, s) && st->rec.loc[s] < a->top && st->rec.loc[s] >= s)
+      home = st->rec.loc[s] - s;
+  if (home != UINT32_MAX)
+    end = a->top - home > st->spb ? home + st->spb : a->top;
+  for (uint32_t i = 0; i < count; i++) {
+    uint32_t own = home + first + i;
+    locs[i] = home != UINT32_MAX && own < end && tc_store_alloc_take(a, own) ? own : UINT32_MAX;
+  }
+  uint32_t hole = home;
+  for (uint32_t i = 0; i < count && home != UINT32_MAX; i++) {
+    while (locs[i] == UINT32_MAX && hole < end)
+      if (tc_store_alloc_take(a, hole++))
+        locs[i] = hole - 1;
+  }
+  /* The rest in runs of neighbours of one kind (overwritten or new). */
+  for (uint32_t i = 0; i < count;) {
+    if (locs[i] != UINT32_MAX) {
+      i++;
+      continue;
+    }
+    int over = found && tc_store_bit(st->rec.bitmap, first + i);
+    uint32_t j = i + 1;
+    while (j < count && locs[j] == UINT32_MAX && (found && tc_store_bit(st->rec.bitmap, first + j)) == over)
+      j++;
+    uint32_t start, n = over ? tc_store_alloc_top(a, j - i, &start) : tc_store_alloc_run(a, j - i, &start);
+    if (!n) {
+      for (uint32_t k = 0; k < count; k++)
+        if (locs[k] != UINT32_MAX)
+          tc_store_alloc_release(a, locs[k], 1);
+      return 1;
+    }
+    for (uint32_t k = 0; k < n; k++)
+      locs[i + k] = start + k;
+    i += n;
+  }
+  return 0;
+}
+
 /* Allocate count sectors into locs, committing the batch once to reclaim
  * old copies if the data area is full. On failure nothing stays allocated. */
 static int
@@ -1042,7 +1103,10 @@ tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t le
     wait_idle(st);
     CHECK_USABLE(st);
   }
-  if (alloc_sectors(st, locs, count) < 0)
+  int placed = count < TC_STORE_ALLOC_LARGE ? alloc_small(st, inode, offset, locs, count) : 1;
+  if (placed < 0)
+    return mark_broken(st);
+  if (placed > 0 && alloc_sectors(st, locs, count) < 0)
     return -1;
   /* New data to free sectors first; nothing points at them yet. */
   if (write_data(st, in, locs, count) < 0)

@@ -18,6 +18,7 @@ tc_store_alloc_init(struct tc_store_alloc *a, uint32_t nsect)
   if (!a->bits)
     return tc_error(ENOMEM, "store allocator: no memory for %u sectors", nsect);
   a->nsect = nsect;
+  a->top = nsect - tc_store_overflow_sectors(nsect);
   tc_store_alloc_reset(a);
   return 0;
 }
@@ -39,6 +40,8 @@ tc_store_alloc_reset(struct tc_store_alloc *a)
     a->bits[i / 64] |= 1ull << (i % 64);
   a->used = 0;
   a->cursor = 0;
+  a->tcursor = a->nsect;
+  a->low_full = 0;
   a->zcursor = 0;
   a->zlow = SIZE_MAX;
 }
@@ -53,30 +56,47 @@ tc_store_alloc_claim(struct tc_store_alloc *a, uint32_t loc)
   return 0;
 }
 
-/* First free sector at or after from, or nsect if none. */
+/* First free sector at or after from below limit, or limit if none. */
 static uint32_t
-find_free(const struct tc_store_alloc *a, uint32_t from)
+find_free(const struct tc_store_alloc *a, uint32_t from, uint32_t limit)
 {
-  size_t words = (a->nsect + 63) / 64;
+  size_t words = (limit + 63) / 64;
   size_t w = from / 64;
-  if (w >= words)
-    return a->nsect;
+  if (from >= limit)
+    return limit;
   uint64_t x = ~a->bits[w] & (~0ull << (from % 64));
   while (!x) {
     if (++w >= words)
-      return a->nsect;
+      return limit;
     x = ~a->bits[w];
   }
   uint32_t s = (uint32_t) (w * 64 + __builtin_ctzll(x));
-  return s < a->nsect ? s : a->nsect;
+  return s < limit ? s : limit;
 }
 
-/* Free sectors from s on, at most max. */
+/* The last free sector below before, or UINT32_MAX if none. */
 static uint32_t
-run_length(const struct tc_store_alloc *a, uint32_t s, uint32_t max)
+find_free_down(const struct tc_store_alloc *a, uint32_t before)
+{
+  if (before == 0)
+    return UINT32_MAX;
+  size_t w = (before - 1) / 64;
+  unsigned b = (before - 1) % 64;
+  uint64_t x = ~a->bits[w] & (b == 63 ? ~0ull : (2ull << b) - 1);
+  while (!x) {
+    if (w == 0)
+      return UINT32_MAX;
+    x = ~a->bits[--w];
+  }
+  return (uint32_t) (w * 64 + 63 - __builtin_clzll(x));
+}
+
+/* Free sectors from s on below limit, at most max. */
+static uint32_t
+run_length(const struct tc_store_alloc *a, uint32_t s, uint32_t max, uint32_t limit)
 {
   uint32_t n = 0;
-  while (n < max && s + n < a->nsect && !tc_store_bit(a->bits, s + n))
+  while (n < max && s + n < limit && !tc_store_bit(a->bits, s + n))
     n++;
   return n;
 }
@@ -89,9 +109,9 @@ run_length(const struct tc_store_alloc *a, uint32_t s, uint32_t max)
 static uint32_t
 find_large(struct tc_store_alloc *a, uint32_t want)
 {
-  if (a->cursor < a->nsect && run_length(a, a->cursor, want) == want)
+  if (a->cursor < a->top && run_length(a, a->cursor, want, a->top) == want)
     return a->cursor;
-  size_t words = a->nsect / 64, k = (want + 63) / 64;   /* whole words only */
+  size_t words = a->top / 64, k = (want + 63) / 64;   /* whole words below the overflow area only */
   if (words < k || a->zcursor == SIZE_MAX)   /* none since the last full scan */
     return UINT32_MAX;
   size_t w = a->zcursor < words ? a->zcursor : 0, seen = 0, run = 0;
@@ -114,59 +134,98 @@ find_large(struct tc_store_alloc *a, uint32_t want)
   return UINT32_MAX;
 }
 
-uint32_t
-tc_store_alloc_run(struct tc_store_alloc *a, uint32_t want, uint32_t *start)
+/* Next-fit below limit, but a multi-sector request skips holes shorter
+ * than min(want, TC_STORE_ALLOC_MIN_RUN) for a while, so objects stay
+ * contiguous even when single-sector overwrites have left holes behind. */
+static uint32_t
+next_fit(struct tc_store_alloc *a, uint32_t want, uint32_t limit, uint32_t *start)
 {
-  if (a->used >= a->nsect || want == 0)
-    return 0;
-  if (want >= TC_STORE_ALLOC_LARGE) {
-    uint32_t at = find_large(a, want);
-    if (at != UINT32_MAX) {
-      for (uint32_t i = 0; i < want; i++)
-        tc_store_bit_set(a->bits, at + i);
-      a->used += want;
-      a->cursor = at + want < a->nsect ? at + want : 0;
-      *start = at;
-      return want;
-    }
-  }
-  /* Next-fit, but a multi-sector request skips holes shorter than
-   * min(want, TC_STORE_ALLOC_MIN_RUN) for a while, so objects stay contiguous
-   * even when single-sector overwrites have left holes behind. */
   uint32_t min_run = want < TC_STORE_ALLOC_MIN_RUN ? want : TC_STORE_ALLOC_MIN_RUN;
-  uint32_t s = a->cursor, best = a->nsect, best_n = 0;
+  uint32_t from = a->cursor < limit ? a->cursor : 0;
+  uint32_t s = from, best = limit, best_n = 0;
   int wrapped = 0;
   for (int holes = 0; holes < TC_STORE_ALLOC_MAX_HOLES; holes++) {
-    s = find_free(a, s);
-    if (s >= a->nsect) {
+    s = find_free(a, s, limit);
+    if (s >= limit) {
       if (wrapped)
         break;
       wrapped = 1;
       s = 0;
       continue;
     }
-    if (wrapped && s >= a->cursor)
+    if (wrapped && s >= from)
       break;   /* a full circle */
-    uint32_t n = run_length(a, s, want);
+    uint32_t n = run_length(a, s, want, limit);
     if (n >= min_run) {
       best = s;
       best_n = n;
       break;
     }
-    if (best == a->nsect) {
+    if (best == limit) {
       best = s;
       best_n = n;
     }
     s += n;
   }
-  if (best == a->nsect)
+  if (best == limit)
     return 0;
-  for (uint32_t i = 0; i < best_n; i++)
-    tc_store_bit_set(a->bits, best + i);
-  a->used += best_n;
-  a->cursor = best + best_n < a->nsect ? best + best_n : 0;
   *start = best;
   return best_n;
+}
+
+static void
+mark_used(struct tc_store_alloc *a, uint32_t start, uint32_t n)
+{
+  for (uint32_t i = 0; i < n; i++)
+    tc_store_bit_set(a->bits, start + i);
+  a->used += n;
+}
+
+uint32_t
+tc_store_alloc_run(struct tc_store_alloc *a, uint32_t want, uint32_t *start)
+{
+  if (a->used >= a->nsect || want == 0)
+    return 0;
+  uint32_t at = want >= TC_STORE_ALLOC_LARGE ? find_large(a, want) : UINT32_MAX, n = want;
+  /* Out of the overflow area while there is room below it (a full scan
+   * below it on every allocation of a nearly full store is avoided). */
+  if (at == UINT32_MAX && (a->low_full || !(n = next_fit(a, want, a->top, &at)))) {
+    a->low_full = 1;
+    if (!(n = next_fit(a, want, a->nsect, &at)))
+      return 0;
+  }
+  mark_used(a, at, n);
+  a->cursor = at + n < a->nsect ? at + n : 0;
+  *start = at;
+  return n;
+}
+
+uint32_t
+tc_store_alloc_top(struct tc_store_alloc *a, uint32_t want, uint32_t *start)
+{
+  if (a->used >= a->nsect || want == 0)
+    return 0;
+  uint32_t s = find_free_down(a, a->tcursor);
+  if (s == UINT32_MAX && a->tcursor < a->nsect)
+    s = find_free_down(a, a->nsect);   /* wrap: above the cursor, freed since */
+  if (s == UINT32_MAX)
+    return 0;
+  uint32_t n = 1;   /* extend downwards: the run ends at s */
+  while (n < want && s >= n && !tc_store_bit(a->bits, s - n))
+    n++;
+  mark_used(a, s + 1 - n, n);
+  a->tcursor = s + 1 - n;
+  *start = s + 1 - n;
+  return n;
+}
+
+int
+tc_store_alloc_take(struct tc_store_alloc *a, uint32_t s)
+{
+  if (s >= a->nsect || tc_store_bit(a->bits, s))
+    return 0;
+  mark_used(a, s, 1);
+  return 1;
 }
 
 void
@@ -174,6 +233,8 @@ tc_store_alloc_release(struct tc_store_alloc *a, uint32_t start, uint32_t n)
 {
   if (n && start / 64 < a->zlow)
     a->zlow = start / 64;
+  if (n && start < a->top)
+    a->low_full = 0;
   for (uint32_t i = start; i < start + n && i < a->nsect; i++)
     if (tc_store_bit(a->bits, i)) {
       tc_store_bit_clear(a->bits, i);

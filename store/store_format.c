@@ -101,6 +101,27 @@ check_existing(int fd, const char *path, uint64_t have, bool force)
   return 0;
 }
 
+/* Write the overflow area of a file store with zeros (store_impl.h): a
+ * write there then lands in a block the file system already allocated and
+ * wrote, so its sync changes no extent (no journal commit of the file
+ * system's own) and it never takes a page of the file never used before. */
+static int
+zero_overflow(int fd, const char *path, uint64_t data_offset, uint64_t size)
+{
+  uint32_t nsect = (uint32_t) ((size - data_offset) / TC_STORE_SECTOR);
+  uint64_t pos = data_offset + (uint64_t) (nsect - tc_store_overflow_sectors(nsect)) * TC_STORE_SECTOR;
+  size_t chunk = 1 << 20;
+  CLEANUP_FREE uint8_t *zero = calloc(1, chunk);
+  if (!zero)
+    return tc_error(ENOMEM, "%s: no memory to zero the overflow area", path);
+  for (; pos < size; pos += chunk) {
+    size_t n = size - pos < chunk ? (size_t) (size - pos) : chunk;
+    if (tc_write_full(fd, zero, n, (off_t) pos) < 0)
+      return tc_error(errno, "%s: writing zeros at %" PRIu64 ": %m", path, pos);
+  }
+  return 0;
+}
+
 int
 tc_store_format(const struct tc_store_format_opts *o)
 {
@@ -169,6 +190,8 @@ tc_store_format(const struct tc_store_format_opts *o)
     if (pwrite(fd, zero, sizeof zero, 0) != (ssize_t) sizeof zero)
       return tc_error(errno, "%s: write: %m", o->data_path);
   }
+  if (!is_blk && zero_overflow(fd, o->data_path, data_offset, size) < 0)
+    return -1;
 
   struct tc_store_hdr h;
   memset(&h, 0, sizeof h);

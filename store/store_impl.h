@@ -48,10 +48,25 @@ int tc_store_hdr_check(const struct tc_store_hdr *h, const char *what);
  * run of free sectors when there is one anywhere, so that a large write
  * stays one pwrite however scattered small overwrites left the free space. */
 #define TC_STORE_ALLOC_LARGE 16
+/* The overflow area: the top 1/64 of the data area (at most 1 GiB), where
+ * small overwrites go when their object's own run has no free sector, so
+ * that they never take the holes of other objects' runs (which would then
+ * never free whole, and whole-object rewrites would grow the file). Written
+ * with zeros when a file store is formatted: a sync of a write there then
+ * changes no extent (store.md). */
+static inline uint32_t
+tc_store_overflow_sectors(uint32_t nsect)
+{
+  uint32_t n = nsect / 64, cap = (uint32_t) ((1ull << 30) / 4096);
+  return n < cap ? n : cap;
+}
 struct tc_store_alloc {
   uint64_t *bits;     /* 1 = in use */
   uint32_t nsect;
   uint32_t used;
+  uint32_t top;       /* the first sector of the overflow area */
+  uint32_t tcursor;   /* top-down next-fit: below here (nsect after a rewind) */
+  int low_full;       /* no free sector below top: look there again once one is freed */
   uint32_t cursor;    /* next-fit: where the last allocation ended */
   size_t zcursor;     /* large requests: the bitmap word after the last one placed; SIZE_MAX: none free */
   size_t zlow;        /* the lowest word freed since the last rewind */
@@ -62,19 +77,26 @@ void tc_store_alloc_reset(struct tc_store_alloc *a);
 /* Mark one sector used while rebuilding from metadata; -1 if it already is
  * (two objects claim one sector: the metadata is corrupt). */
 int tc_store_alloc_claim(struct tc_store_alloc *a, uint32_t loc);
-/* Allocate up to want contiguous sectors; returns how many (>= 1) with the
- * first in *start, 0 if the data area is full. */
 /* Restart allocation at the lowest free sector (after a commit freed old
  * copies), so the data file stays as compact as the live data. */
 static inline void
 tc_store_alloc_rewind(struct tc_store_alloc *a)
 {
   a->cursor = 0;
+  a->tcursor = a->nsect;
   if (a->zlow < a->zcursor)
     a->zcursor = a->zlow;
   a->zlow = SIZE_MAX;
 }
+/* Allocate up to want contiguous sectors, below the overflow area while
+ * there is room there; returns how many (>= 1) with the first in *start, 0
+ * if the data area is full. */
 uint32_t tc_store_alloc_run(struct tc_store_alloc *a, uint32_t want, uint32_t *start);
+/* Up to want contiguous sectors from the top of the data area downwards
+ * (the overflow area first); how many, 0 if none is free. */
+uint32_t tc_store_alloc_top(struct tc_store_alloc *a, uint32_t want, uint32_t *start);
+/* Take sector s if it is free: 1, else 0. */
+int tc_store_alloc_take(struct tc_store_alloc *a, uint32_t s);
 void tc_store_alloc_release(struct tc_store_alloc *a, uint32_t start, uint32_t n);
 
 /* --- object records (store_meta.c) --- */

@@ -9,7 +9,13 @@ echo "$out"
 echo "$out" | grep -qE '^osd_num=4 uuid=[0-9a-f-]{36} size=1073741824 block_size=131072 data_offset=1048576 ' ||
   fail "unexpected output: $out"
 [ "$(stat -c %s "$d")" = 1073741824 ] || fail "data file is not 1 GiB"
-[ "$(stat -c %b "$d")" -lt 2048 ] || fail "data file is not sparse ($(stat -c %b "$d") blocks)"
+# sparse but for the header and the overflow area: the data area's last
+# 64th, 4092 sectors (16368 KiB), written with zeros
+[ "$(stat -c %b "$d")" -ge 32736 ] && [ "$(stat -c %b "$d")" -lt $((32736 + 2048)) ] ||
+  fail "data file is not sparse but for its overflow area ($(stat -c %b "$d") blocks)"
+first=$(python3 -c 'import os, sys; print(os.lseek(os.open(sys.argv[1], os.O_RDONLY), 4096, os.SEEK_DATA))' "$d")
+[ "$first" = $((1048576 + (261888 - 4092) * 4096)) ] || fail "the first data after the header is at $first"
+cmp -n 16760832 -i "$first" "$d" /dev/zero || fail "the overflow area is not zeros"
 [ -f "$d.meta" ] || fail "no metadata file"
 
 expect_fail "already formatted.*--force" tromcho osd-create --data "$d" --osd_num 4
