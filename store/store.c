@@ -164,6 +164,11 @@ batch_durable(struct tc_store *st, uint64_t upto, struct tc_store_runs *fr, stru
   for (size_t i = 0; i < pu->n; i++) {
     uint32_t s0 = pu->v[i][0], n = pu->v[i][1];
     tc_store_alloc_release(&st->alloc, s0, n);
+    /* The overflow area stays written (store_impl.h): not punched. */
+    if (s0 >= st->alloc.top)
+      continue;
+    if (n > st->alloc.top - s0)
+      n = st->alloc.top - s0;
     if (fallocate(st->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                   (off_t) (st->hdr.data_offset + (uint64_t) s0 * TC_STORE_SECTOR),
                   (off_t) n * TC_STORE_SECTOR) < 0 && errno != EOPNOTSUPP)
