@@ -149,7 +149,7 @@ pending_free(struct tc_store *st)
 
 static int apply_pending(struct tc_store *st);
 static int apply_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len, const uint32_t *locs,
-                       const uint64_t *sums, uint64_t version);
+                       const uint64_t *sums, uint64_t version, int loaded);
 static int apply_delete(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len, int tombstone,
                         uint64_t version);
 
@@ -400,7 +400,7 @@ replay_batch(struct tc_store *st, const uint8_t *b, size_t len, uint32_t nsect)
           return tc_error(EIO, "store %s: journal: a write of inode %#" PRIx64 " points outside the data area",
                           st->data_path, e.inode);
     int r = e.kind == TC_STORE_PEND_WRITE
-            ? apply_write(st, e.inode, e.offset, e.len, locs, sums, e.version)
+            ? apply_write(st, e.inode, e.offset, e.len, locs, sums, e.version, 0)
             : apply_delete(st, e.inode, e.offset, e.len, e.kind == TC_STORE_PEND_TOMBSTONE, e.version);
     if (r < 0)
       return -1;
@@ -969,15 +969,16 @@ start_writeback(struct tc_store_bg *bg)
 }
 
 /* Point the object's sectors at locs in the batch (the data is written);
- * the old copies are freed once the batch is durable. */
+ * the old copies are freed once the batch is durable. loaded: st->rec
+ * already holds the object's record (alloc_small read it, lock held). */
 static int
 apply_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t len, const uint32_t *locs,
-            const uint64_t *sums, uint64_t version)
+            const uint64_t *sums, uint64_t version, int loaded)
 {
   uint64_t block = offset / st->hdr.block_size;
   uint32_t first = (uint32_t) (offset % st->hdr.block_size / TC_STORE_SECTOR), count = len / TC_STORE_SECTOR;
   MDB_txn *txn = NULL;
-  if (batch(st, &txn) < 0 || rec_load(st, txn, inode, block) < 0)
+  if (batch(st, &txn) < 0 || (!loaded && rec_load(st, txn, inode, block) < 0))
     return -1;
   for (uint32_t i = 0; i < count; i++) {
     uint32_t s = first + i;
@@ -1060,7 +1061,7 @@ apply_pending(struct tc_store *st)
   while (!STAILQ_EMPTY(&st->pending) && r == 0) {
     struct tc_store_pending *p = STAILQ_FIRST(&st->pending);
     r = p->kind == TC_STORE_PEND_WRITE
-        ? apply_write(st, p->inode, p->offset, p->len, p->locs, p->sums, p->version)
+        ? apply_write(st, p->inode, p->offset, p->len, p->locs, p->sums, p->version, 0)
         : apply_delete(st, p->inode, p->offset, p->len, p->kind == TC_STORE_PEND_TOMBSTONE, p->version);
     STAILQ_REMOVE_HEAD(&st->pending, next);
     free(p);
@@ -1116,7 +1117,7 @@ tc_store_write(struct tc_store *st, uint64_t inode, uint64_t offset, uint32_t le
   /* New data to free sectors first; nothing points at them yet. */
   if (write_data(st, in, locs, count) < 0)
     return -1;
-  if (apply_write(st, inode, offset, len, locs, sums, version) < 0)
+  if (apply_write(st, inode, offset, len, locs, sums, version, placed == 0) < 0)
     return mark_broken(st);
   st->seq++;
   if (checkpoint_due(st) < 0)
