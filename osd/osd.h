@@ -302,7 +302,7 @@ struct osd_metrics {
   struct tc_counter *ops[OSD_OP_SLOTS], *errors[OSD_OP_SLOTS];
   struct tc_histogram *latency[OSD_OP_SLOTS];
   struct tc_counter *read_bytes, *write_bytes, *eperm, *decode_errors;
-  struct tc_counter *recovered, *scrubbed, *scrub_bad, *scrub_repaired, *lease_refused;
+  struct tc_counter *recovered, *scrubbed, *scrub_bad, *scrub_repaired, *lease_refused, *sec_forwarded;
   struct tc_gauge *pgs[4], *degraded_objects, *recovery_inflight, *connections, *peers_down;
   struct tc_gauge *store_used, *store_objects, *store_checksum_errors, *lease_held;
   struct tc_histogram *store_sync;   /* one store commit on the sync thread */
@@ -490,9 +490,11 @@ void osd_peering_peer_changed(struct osd *o, uint64_t osd_num);
 void osd_peering_pg_idle(struct osd *o, struct osd_pg *pg);
 
 /* ---- client operations on the primary (osd_primary_*.c, osd_scrub.c) ---- */
-/* WRITE or DELETE; takes *payload over (sets it to NULL) when it keeps it. */
+/* WRITE or DELETE; takes *payload over (sets it to NULL) when it keeps it,
+ * and sealed (the payload as the client sealed it under its own key, or
+ * NULL: msgr.h, "Own keys") always. */
 void osd_primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
-                       const struct osd_req *r, void **payload);
+                       const struct osd_req *r, void **payload, struct tc_msgr_sealed *sealed);
 void osd_primary_read(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
                       const struct osd_req *r);
 void osd_primary_sync(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr);

@@ -143,7 +143,7 @@ dispatch(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, 
       return;
     }
     if (r->op == TC_OP_WRITE || r->op == TC_OP_DELETE)
-      osd_primary_write(o, cl, hdr, r, payload);
+      osd_primary_write(o, cl, hdr, r, payload, tc_msgr_take_sealed(c));
     else if (r->op == TC_OP_WRITE_PARTIAL || r->op == TC_OP_WRITE_IF)
       osd_primary_write_partial(o, cl, hdr, r);
     else if (r->op == TC_OP_READ)

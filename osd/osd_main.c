@@ -177,6 +177,15 @@ request_limit(const struct tc_frame_hdr *h, void *arg)
   return osd_request_max_payload(h->opcode, o->info.block_size);
 }
 
+/* A client's WRITE sealed under its own key is kept sealed: its
+ * SEC_WRITEs pass the bytes on as they came (msgr.h, "Own keys"). */
+static int
+keep_sealed(const struct tc_frame_hdr *h, void *arg)
+{
+  (void) arg;
+  return h->opcode == TC_OP_WRITE;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -320,6 +329,7 @@ main(int argc, char **argv)
   tc_evloop_set_poll_us(o->loop, (unsigned) poll);
   tc_msgr_set_callbacks(o->msgr, osd_on_request, osd_on_conn, o);
   tc_msgr_set_request_limit(o->msgr, request_limit, o);
+  tc_msgr_set_keep_sealed(o->msgr, keep_sealed, o);
   /* A peer that leaves our SEC_* requests unanswered for three leases
    * (hung but registered, or cut off from us alone) is marked down, so
    * writes go on without it; as long as a stuck store sync may keep it

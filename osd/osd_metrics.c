@@ -59,6 +59,7 @@ osd_metrics_start(struct osd *o)
   m->scrub_bad = tc_metrics_counter(r, "tromcho_osd_scrub_bad_sectors_total", "Sectors found bad by scrubs", NULL);
   m->scrub_repaired = tc_metrics_counter(r, "tromcho_osd_scrub_repaired_sectors_total", "Sectors repaired by scrubs", NULL);
   m->lease_refused = tc_metrics_counter(r, "tromcho_osd_lease_refusals_total", "Requests refused while this OSD held no lease of the KV (-EAGAIN, self-fencing)", NULL);
+  m->sec_forwarded = tc_metrics_counter(r, "tromcho_osd_sec_writes_forwarded_total", "SEC_WRITEs that carried a client's payload as it was sealed under its own key (mode gcm: not sealed again)", NULL);
   m->lease_held = tc_metrics_gauge(r, "tromcho_osd_lease_held", "1 while this OSD holds its /osd/state lease and serves; 0 while it fences itself (cut off from the KV)", NULL);
   m->degraded_objects = tc_metrics_gauge(r, "tromcho_osd_degraded_objects", "Objects of led PGs with a stale copy (recovery still to do)", NULL);
   m->recovery_inflight = tc_metrics_gauge(r, "tromcho_osd_recovery_inflight", "Object recoveries in flight", NULL);
@@ -72,7 +73,7 @@ osd_metrics_start(struct osd *o)
                                        NULL, NULL, 0);
   if (!m->read_bytes || !m->write_bytes || !m->eperm || !m->decode_errors || !m->recovered || !m->scrubbed ||
       !m->scrub_bad || !m->scrub_repaired || !m->degraded_objects || !m->recovery_inflight || !m->connections ||
-      !m->peers_down || !m->store_used || !m->store_objects || !m->store_checksum_errors || !m->lease_refused ||
+      !m->peers_down || !m->store_used || !m->store_objects || !m->store_checksum_errors || !m->lease_refused || !m->sec_forwarded ||
       !m->lease_held)
     return -1;
   int64_t port = tc_config_int(o->cfg, "metrics_port");

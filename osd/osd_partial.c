@@ -74,6 +74,6 @@ osd_primary_write_partial(struct osd *o, struct osd_client *cl, const struct tc_
   w.len = (uint32_t) (a1 - a0);
   w.data = buf;
   void *keep = buf;
-  osd_primary_write(o, cl, hdr, &w, &keep);   /* takes keep over when it uses it */
+  osd_primary_write(o, cl, hdr, &w, &keep, NULL);   /* takes keep over when it uses it */
   free(keep);
 }

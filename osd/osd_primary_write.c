@@ -50,6 +50,7 @@ struct wop {
   bool local_written;          /* our store holds it: the reply may go */
   int nreqs, pending, acks, need, replied;
   struct iovec iov;            /* what the SEC_ requests send: lives as long as the op */
+  struct tc_msgr_sealed *sealed;   /* ... as the client sealed it, or NULL */
   struct tc_msgr_req reqs[TC_MAX_PG_SIZE];
   int slots[TC_MAX_PG_SIZE];
   uint64_t osds[TC_MAX_PG_SIZE];   /* the secondary each request went to */
@@ -128,6 +129,8 @@ wop_sub_done(struct tc_msgr_req *req, int err, void *arg)
   int i = (int) (req - w->reqs);
   int st = err ? err : req->reply.status;
   free(req->reply_payload);
+  if (req->sent_sealed)
+    tc_counter_inc(o->m ? o->m->sec_forwarded : NULL);
   if (st < 0 && w->syncing[i]) {
     /* Written there but not durable: as a failed SEC_SYNC of a SYNC. */
     tc_warn("osd %" PRIu64 ": SEC_SYNC on osd %" PRIu64 " for a FUA write failed: %s", o->osd_num, w->osds[i],
@@ -191,6 +194,7 @@ wop_send(struct wop *w, struct osd_pg *pg, int s, const struct osd_req *r)
     q->hdr.flags = TC_OSD_FLAG_FUA;
   q->iov = &w->iov;
   q->iovcnt = r->op == TC_OP_WRITE ? 1 : 0;
+  q->sealed = w->sealed;   /* on a gcm link sent as it came: nothing sealed again */
   q->done = wop_sub_done;
   q->arg = w;
   w->pending++;
@@ -251,9 +255,21 @@ wop_local_done(struct osd *o, struct osd_local_write *lw, int err)
   wop_put(w);
 }
 
+static void primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
+                          const struct osd_req *r, void **payload, struct tc_msgr_sealed *sealed);
+
 void
 osd_primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
-                  const struct osd_req *r, void **payload)
+                  const struct osd_req *r, void **payload, struct tc_msgr_sealed *sealed)
+{
+  primary_write(o, cl, hdr, r, payload, sealed);
+  /* The messenger holds its own reference while a SEC_WRITE needs it. */
+  tc_msgr_sealed_put(sealed);
+}
+
+static void
+primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *hdr,
+              const struct osd_req *r, void **payload, struct tc_msgr_sealed *sealed)
 {
   int err;
   struct osd_pg *pg = osd_pg_for(o, r->inode, r->offset, &err);
@@ -300,9 +316,11 @@ osd_primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hd
   w->pending = 1;   /* ours, dropped below: no early finish while sending */
   if (r->op == TC_OP_WRITE)
     w->iov = (struct iovec) { (void *) r->data, r->len };
+  w->sealed = sealed;   /* valid while the SEC_WRITEs are handed over, below */
   for (uint32_t s = 0; s < pg->size; s++)
     if ((good >> s & 1) && (int) s != pg->my_slot)
       wop_send(w, pg, (int) s, r);
+  w->sealed = NULL;
   w->lw = (struct osd_local_write) { .is_delete = r->op != TC_OP_WRITE, .inode = r->inode, .offset = r->offset,
                                      .len = r->len, .data = r->data, .version = w->version,
                                      .done = wop_local_done };

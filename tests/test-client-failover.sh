@@ -5,6 +5,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 . "$top_srcdir/tests/kv-functions.sh"
 . "$top_srcdir/tests/cluster-functions.sh"
+. "$top_srcdir/tests/metrics-functions.sh"
 requires tromcho tromcho-osd curl python3 sha256sum
 start_kv
 if [ "${FAILOVER_MODE:-}" = gcm ]; then
@@ -19,8 +20,17 @@ if [ "${FAILOVER_MODE:-}" = gcm ]; then
 fi
 OP_TIMEOUT=50 write_conf
 make_pool 1 8 2 2
-start_osd 1
-start_osd 2
+M1=$(free_port) M2=$(free_port)
+OSD_OPTS="--metrics_port $M1" start_osd 1
+OSD_OPTS="--metrics_port $M2" start_osd 2
+# forwarded N: the SEC_WRITEs osd N sent with the client's sealed bytes as
+# they came (msgr.h, "Own keys")
+forwarded () {
+  local port; port=$([ "$1" = 1 ] && echo "$M1" || echo "$M2")
+  curl -sf "http://127.0.0.1:$port/metrics" > "$TESTDIR/m$1.txt" || fail "GET /metrics of osd $1"
+  parse_metrics "$TESTDIR/m$1.txt" > "$TESTDIR/m$1.json" || fail "osd $1's metrics do not parse"
+  metric_val "$TESTDIR/m$1.json" tromcho_osd_sec_writes_forwarded_total
+}
 set_pgs 1 8 "1 2"
 tromcho create img -s 256M --enc_key auto >/dev/null || fail "create"
 head -c $((192 << 20)) /dev/urandom > "$TESTDIR/src"
@@ -40,6 +50,16 @@ cat "$TESTDIR/dd.err"
 tromcho dd iimg=img of="$TESTDIR/back" bs=1M count=192 2>/dev/null || fail "read back"
 [ "$(sha256sum < "$TESTDIR/back")" = "$(sha256sum < "$TESTDIR/src")" ] || fail "the image does not hold what dd copied"
 echo "dd across kill -9 and restart of an OSD: complete, checksums match"
+# osd 1 restarted (its counter with it); osd 2 was the primary of half the
+# PGs all along and passed the 256 KiB writes' sealed bytes on to osd 1,
+# whose copies section 2 reads alone.
+fw=$(forwarded 2)
+if [ "${FAILOVER_MODE:-}" = gcm ]; then
+  [ "$fw" -gt 0 ] || fail "osd 2 sealed every SEC_WRITE again: none passed on as the client sealed it"
+else
+  [ "$fw" = 0 ] || fail "osd 2 counted $fw forwarded SEC_WRITEs without gcm"
+fi
+echo "osd 2 passed $fw SEC_WRITEs on as the client sealed them"
 
 # 2. An OSD dies for good; the placement moves its PGs to the survivor (as
 #    the monitor does: written here) while the dd runs.

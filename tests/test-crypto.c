@@ -370,6 +370,22 @@ test_gcm_vectors(enum tc_gcm_impl impl)
         CHECK(eq_hex(out + ptlen, gcm_vectors[v].tag, 16), "TC%d (seal_copy %d): wrong tag", tc, c);
         CHECK(memcmp(in, pt, ptlen) == 0, "TC%d (seal_copy %d): the input changed", tc, c);
       }
+      /* Opening into a second buffer (a server keeping the sealed bytes):
+       * the plaintext there, the sealed bytes untouched; a flipped bit
+       * refused with out zeroed. */
+      uint8_t *plain = malloc(ptlen + 1);
+      CHECK(plain, "memory");
+      memset(plain, 0xAA, ptlen);
+      CHECK(tc_gcm_open_copy(g, iv, out, plain, ptlen, out + ptlen) == 0 && memcmp(plain, pt, ptlen) == 0 &&
+            eq_hex(out, gcm_vectors[v].ct, ptlen), "TC%d open_copy: %s", tc, tc_last_error());
+      if (ptlen) {
+        out[0] ^= 4;
+        errno = 0;
+        CHECK(tc_gcm_open_copy(g, iv, out, plain, ptlen, out + ptlen) < 0 && errno == EBADMSG &&
+              !memcmp(plain, (uint8_t[64]) { 0 }, ptlen < 64 ? ptlen : 64), "TC%d: open_copy of a flipped bit", tc);
+        out[0] ^= 4;
+      }
+      free(plain);
       errno = 0;
       struct iovec shortin = { in, ptlen ? ptlen - 1 : 0 };
       CHECK(ptlen == 0 || (tc_gcm_seal_copy(g, iv, &shortin, 1, out, ptlen) < 0 && errno == EINVAL),

@@ -105,7 +105,7 @@ assert s.recv(100) == b"", "server sent data to a silent client"
 dt = time.time() - t0
 assert 0.8 < dt < 5, "closed after %.1f s, handshake_timeout is 1 s" % dt
 s2 = socket.create_connection(("127.0.0.1", port))
-s2.sendall(b"\x01\x02\x00\x00\x48\x00\x00\x00TRMH")   # a ClientHello that stops after 4 bytes
+s2.sendall(b"\x01\x03\x00\x00\x48\x00\x00\x00TRMH")   # a ClientHello that stops after 4 bytes
 s2.close()
 PY
 grep -q 'handshake not finished after 1000 ms' "$SERR" || fail "no timeout log line: $(cat "$SERR")"

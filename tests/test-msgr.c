@@ -216,12 +216,14 @@ echo_now(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload)
   tc_msgr_reply(c, &r, &iov, payload ? 1 : 0, TC_MSGR_INPLACE, free, payload);
 }
 
-static int nrequests;
+static int nrequests, own_seen;
 
 static void
 srv_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload, void *arg)
 {
   nrequests++;
+  if (hdr->flags & TC_FRAME_OWN_KEY)
+    own_seen++;
   if (hold_requests && nheld < hold_limit) {
     held[nheld++] = (struct held) { c, *hdr, payload };
     return;
@@ -323,6 +325,9 @@ run_conn(struct tc_msgr_conn *c, int event, int err, void *arg)
  * large and small frames (around the reader's direct-read threshold, and
  * empty ones) interleave in both directions. */
 static int mixed_sizes;
+/* The requests' flags and opcode (section 11). */
+static unsigned run_flags;
+static uint16_t run_opcode = 7;
 
 static size_t
 mixed_size(size_t size, int i)
@@ -352,8 +357,9 @@ run_client(struct tc_msgr *m, int port, int n, size_t size, int timeout_ms, stru
     for (size_t k = 0; k < size; k++)
       r->expect[i][k] = r->data[i][k] = (uint8_t) (k * 13 + i * 7 + 1);
     r->iov[i] = (struct iovec) { r->data[i], size };
-    r->req[i].hdr.opcode = 7;
+    r->req[i].hdr.opcode = run_opcode;
     r->req[i].hdr.inode = 0x1234;
+    r->req[i].flags = run_flags;
     r->req[i].iov = &r->iov[i];
     r->req[i].iovcnt = 1;
     r->req[i].done = run_done;
@@ -454,6 +460,68 @@ blast_test(int port)
   tc_buf_free(&out);
   tc_buf_free(&in);
   return nrequests;
+}
+
+/* ---------------- own keys: a server that passes requests on ---------------- */
+
+/* Server A keeps opcode 9 sealed and sends every request on to server B
+ * (over fwd_conn), answering with B's answer: as an OSD primary passes a
+ * WRITE on as SEC_WRITEs. */
+static struct tc_msgr_conn *fwd_conn;
+static int fwd_taken;
+
+struct fwd {
+  struct tc_msgr_conn *c;
+  struct tc_frame_hdr h;
+  void *payload;
+  struct iovec iov;
+  struct tc_msgr_req req;
+};
+
+static int
+keep_nine(const struct tc_frame_hdr *h, void *arg)
+{
+  (void) arg;
+  return h->opcode == 9;
+}
+
+static void
+fwd_done(struct tc_msgr_req *req, int err, void *arg)
+{
+  struct fwd *f = arg;
+  struct tc_frame_hdr r = f->h;
+  r.status = err ? err : req->reply.status;
+  void *p = err ? NULL : req->reply_payload;
+  struct iovec iov = { p, p ? req->reply.len : 0 };
+  tc_msgr_reply(f->c, &r, &iov, p ? 1 : 0, TC_MSGR_INPLACE, free, p);
+  free(f->payload);
+  free(f);
+}
+
+static void
+fwd_request(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, void *payload, void *arg)
+{
+  (void) arg;
+  struct tc_msgr_sealed *s = tc_msgr_take_sealed(c);
+  fwd_taken += s != NULL;
+  struct fwd *f = calloc(1, sizeof *f);
+  f->c = c;
+  f->h = *hdr;
+  f->payload = payload;
+  f->iov = (struct iovec) { payload, hdr->len };
+  f->req = (struct tc_msgr_req) { .hdr.opcode = 7, .iov = &f->iov, .iovcnt = payload ? 1 : 0, .sealed = s,
+                                  .done = fwd_done, .arg = f };
+  if (tc_msgr_call(fwd_conn, &f->req) < 0)
+    fwd_done(&f->req, -ENOTCONN, f);
+  tc_msgr_sealed_put(s);   /* the messenger holds its own */
+}
+
+static void
+fwd_conn_cb(struct tc_msgr_conn *c, int event, int err, void *arg)
+{
+  (void) c, (void) err, (void) arg;
+  if (event == TC_MSGR_DOWN)
+    fwd_conn = NULL;
 }
 
 /* ---------------- tests ---------------- */
@@ -888,6 +956,115 @@ main(void)
     hold_limit = 4096;
     tc_msgr_free(c);
     tc_msgr_free(s);
+  }
+
+  printf("# %.1f s: timeouts\n", (tc_now_ms() - T0) / 1000.0);
+  /* 11. Own keys (msgr.h): a client seals its payloads under keys of their
+   * own; A opens them, keeps opcode 9 sealed and passes those to B as
+   * they came; B opens them with the key A forwards in its key record. */
+  {
+    struct tc_msgr *a = server_new(TC_MODE_GCM, 1, 0, 0);
+    tc_msgr_set_callbacks(a, fwd_request, NULL, NULL);
+    tc_msgr_set_keep_sealed(a, keep_nine, NULL);
+    struct tc_msgr *c = client_new(TC_MODE_GCM, 1, 0, 0);
+    for (int link = 0; link < 2; link++) {   /* A to B in gcm, then in payload */
+      int bmode = link ? TC_MODE_PAYLOAD : TC_MODE_GCM;
+      struct tc_msgr *b = server_new(bmode, 1, 0, 0);
+      struct tc_msgr *ac = client_new(bmode, 1, 0, 0);
+      fwd_conn = tc_msgr_connect(ac, "127.0.0.1", tc_msgr_listen_port(b), fwd_conn_cb, NULL);
+      for (int op = 0; op < 2; op++) {   /* opcode 9 (kept sealed), then 7 (not kept) */
+        run_flags = TC_MSGR_OWN_KEY;
+        run_opcode = op ? 7 : 9;
+        fwd_taken = own_seen = 0;
+        struct run r;
+        run_client(c, tc_msgr_listen_port(a), 50, 70000, 20000, &r);
+        int want_taken = op ? 0 : 50, want_own = link ? 0 : op ? 0 : 50;
+        CHECK(r.ok == 50 && fwd_taken == want_taken && own_seen == want_own,
+              "own keys, A to B in %s, opcode %d: %d of 50 echoes through A intact (bad %d failed %d); A kept %d "
+              "sealed (want %d), B got %d own-key frames (want %d)",
+              tc_msgr_mode_name(bmode), run_opcode, r.ok, r.bad, r.failed, fwd_taken, want_taken, own_seen,
+              want_own);
+      }
+      if (fwd_conn)
+        tc_msgr_close(fwd_conn);
+      for (int i = 0; i < 5; i++)
+        tc_evloop_run_once(loop, 5);
+      tc_msgr_free(ac);
+      tc_msgr_free(b);
+    }
+    tc_msgr_free(c);
+    tc_msgr_free(a);
+
+    /* The frame on the wire, and every bit of it flipped (request and
+     * reply), with the server opening in place and into a second buffer;
+     * then dropped, replayed and reordered own-key frames. */
+    for (int keep = 0; keep < 2; keep++) {
+      struct tc_msgr *s = server_new(TC_MODE_GCM, 1, 0, 0);
+      if (keep)
+        tc_msgr_set_keep_sealed(s, keep_nine, NULL);
+      c = client_new(TC_MODE_GCM, 1, 0, 0);
+      server_port = tc_msgr_listen_port(s);
+      run_flags = TC_MSGR_OWN_KEY;
+      run_opcode = 9;
+      own_seen = 0;
+      struct run r;
+      run_client(c, R.port, 1, PAYLOAD, 3000, &r);
+      long flen = (long) R.count[0] - hs_c2s[1], rlen = (long) R.count[1] - hs_s2c[1];
+      CHECK(r.ok == 1 && own_seen == 1, "own key%s: echo intact (ok %d, own-key frames %d)", keep ? ", kept" : "",
+            r.ok, own_seen);
+      CHECK(flen == 64 + 16 + 48 + PAYLOAD + 16 && rlen == 64 + 16 + PAYLOAD + 16,
+            "own-key frame = sealed header + key record + payload + tag (%ld), its reply as any (%ld)", flen, rlen);
+      int missed = 0, tried = 0;
+      for (int d = 0; d < 2; d++)
+        for (long i = 0; i < (d ? rlen : flen); i++) {
+          relay_plan(d == 0 ? hs_c2s[1] + i : -1, d == 1 ? hs_s2c[1] + i : -1, -1, OP_NONE, 0, 0);
+          run_client(c, R.port, 1, PAYLOAD, 3000, &r);
+          tried++;
+          if (r.ok || r.bad)
+            missed++;
+        }
+      CHECK(missed == 0, "own key%s: %d of %d bit flips went unnoticed", keep ? ", kept" : "", missed, tried);
+      static const char *names[] = { "", "dropped", "replayed", "reordered" };
+      for (int op = OP_DROP; op <= OP_SWAP; op++) {
+        relay_plan(-1, -1, -1, op, hs_c2s[1], flen);
+        run_client(c, R.port, 2, PAYLOAD, 3000, &r);
+        CHECK(r.ok + r.bad == 0 && r.failed == 2, "own key%s: a %s frame closes the connection (ok %d failed %d)",
+              keep ? ", kept" : "", names[op], r.ok, r.failed);
+      }
+      relay_plan(-1, -1, -1, OP_NONE, 0, 0);
+      tc_msgr_free(c);
+      tc_msgr_free(s);
+    }
+    run_flags = 0;
+    run_opcode = 7;
+
+    /* The flag where it has no place: a reply, a connection without gcm
+     * keys, an empty frame. */
+    struct tc_frame_ctx tx, rx;
+    static const uint8_t k1[32] = "own key test, direction one....", k2[32] = "own key test, direction two....";
+    struct { int mode, keyed; uint16_t flags; uint32_t len; const char *what; } bad[] = {
+      { TC_MODE_GCM, 1, TC_FRAME_OWN_KEY | TC_FRAME_REPLY, 10, "a reply" },
+      { TC_MODE_PAYLOAD, 1, TC_FRAME_OWN_KEY, 10, "mode payload" },
+      { TC_MODE_PAYLOAD, 0, TC_FRAME_OWN_KEY, 10, "no keys" },
+      { TC_MODE_GCM, 1, TC_FRAME_OWN_KEY, 0, "no payload" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+      memset(&tx, 0, sizeof tx);
+      memset(&rx, 0, sizeof rx);
+      tx.mode = rx.mode = bad[i].mode;
+      tx.max_frame = rx.max_frame = 1 << 20;
+      if (bad[i].keyed && (tc_frame_ctx_keys(&tx, k1, k2, 1, 20) < 0 || tc_frame_ctx_keys(&rx, k2, k1, 1, 20) < 0))
+        abort();
+      uint8_t body[16] = { 0 }, wire[TC_FRAME_HDR_MAX];
+      struct iovec iov = { body, bad[i].len };
+      struct tc_frame_hdr h = { .opcode = 9, .flags = bad[i].flags }, got;
+      int sealed = tc_frame_seal_hdr(&tx, &h, &iov, bad[i].len ? 1 : 0, wire);
+      int opened = tc_frame_open_hdr(&rx, wire, &got);
+      CHECK(sealed == 0 && opened < 0 && strstr(tc_last_error(), "own-key flag"),
+            "own-key flag on %s: refused (%s)", bad[i].what, tc_last_error());
+      tc_frame_ctx_clear(&tx);
+      tc_frame_ctx_clear(&rx);
+    }
   }
 
   tc_evloop_del_fd(loop, R.lfd);

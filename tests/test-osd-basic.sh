@@ -56,8 +56,9 @@ osd_client raw SEC_STABILIZE --port $P1 | grep -q 'status=-95 ' || fail "SEC_STA
 osd_client raw SHOW_CONFIG --port $P1 --print | grep -q '"osd_num":2,"block_size":131072' || fail "SHOW_CONFIG"
 osd_client raw PING --port $P1 | grep -q 'status=0 ' || fail "PING"
 grep -q "refused a request from .*not whole 4 KiB sectors" "$TESTDIR/osd2.log" || fail "no log line for the bad request"
-# Protocol 2: SEC_DELETE's length is in its header; the 8-byte payload of
-# protocol 1 is refused, and so is a peer that speaks protocol 1 at all.
+# Protocol 2 on: SEC_DELETE's length is in its header; the 8-byte payload
+# of protocol 1 is refused, and so is a peer that speaks protocol 1 at all
+# (the alert carries this build's version, 3).
 osd_client raw SEC_DELETE --port $P1 --inode $I --offset 0 --version 5 --hex-payload 0020000000000000 |
   grep -q 'status=-22 ' || fail "a protocol-1 SEC_DELETE (length as payload) not EINVAL"
 grep -q "SEC_DELETE: unexpected payload of 8 bytes" "$TESTDIR/osd2.log" || fail "no log line for the protocol-1 SEC_DELETE"
@@ -72,9 +73,9 @@ while True:
     if not d:
         break
     data += d
-assert data[:2] == b"\x0f\x02", "no version-2 alert: %r" % data[:16]
+assert data[:2] == b"\x0f\x03", "no version-3 alert: %r" % data[:16]
 PY
-WAIT_SECS=5 wait_for grep -q "handshake message with version 1 (this is version 2) - the peer runs an older tromcho" "$TESTDIR/osd2.log" ||
+WAIT_SECS=5 wait_for grep -q "handshake message with version 1 (this is version 3) - the peer runs an older tromcho" "$TESTDIR/osd2.log" ||
   fail "a protocol-1 peer was not refused by name: $(tail -3 "$TESTDIR/osd2.log")"
 osd_client raw PING --port $P1 | grep -q 'status=0 ' || fail "PING after the refusals"
 

@@ -14,6 +14,9 @@
 #include "tune.h"
 #include "vector.h"
 
+/* Writes of this many bytes or more go with a key of their own (gcm). */
+#define OWN_KEY_MIN (16 * 1024)
+
 /* --- operations --- */
 
 static void
@@ -474,6 +477,11 @@ cluster_sreq_dispatch(struct sreq *sr)
         sr->saved = true;
         sr->req.flags = TC_MSGR_INPLACE;
       }
+      /* In gcm the primary then passes the bytes on to its secondaries
+       * as they came, sealing nothing again (msgr.h, "Own keys"); a
+       * smaller write costs less sealed again than the key of its own. */
+      if (sr->len >= OWN_KEY_MIN)
+        sr->req.flags |= TC_MSGR_OWN_KEY;
       break;
     case TC_OBJ_DELETE:
       *h = tc_osd_rw_hdr(TC_OP_DELETE, op->inode, sr->off, sr->len, cop->replay_version);

@@ -130,7 +130,7 @@
  * FUA write needs no SYNC afterwards (it is not in the client's
  * unsynced-write log). The flag on any other operation: -EINVAL.
  * Old peers: the messenger passes the flags' other bits through untouched
- * (it owns TC_FRAME_REPLY only) and an OSD built before FUA ignores them,
+ * (it owns TC_FRAME_MSGR_FLAGS only) and an OSD built before FUA ignores them,
  * so it answers a FUA write as a plain one, without the flag in its reply.
  * The sender takes a reply without the flag as "written, not durable" and
  * makes it durable itself: the cluster client with a SYNC (as for any
@@ -149,16 +149,17 @@
 #include "frame.h"
 #include "osd_ops.h"
 
-#define TC_OSD_PROTO_VERSION 2
+#define TC_OSD_PROTO_VERSION 3
 _Static_assert(TC_OSD_PROTO_VERSION == TC_PROTO_VERSION, "the handshake carries the OSD protocol's version");
 
 #define TC_OSD_MAX_OP_SECTORS 64
 #define TC_OSD_MAX_OP_BYTES (TC_OSD_MAX_OP_SECTORS * 4096)
 
 /* Header flags of the OSD protocol (tc_frame_hdr.flags): the messenger
- * owns bit 0 (TC_FRAME_REPLY, frame.h) and leaves the others alone. */
+ * owns bits 0 and 1 (TC_FRAME_MSGR_FLAGS, frame.h) and leaves the others
+ * alone. */
 #define TC_OSD_FLAG_FUA 0x0100u   /* request: durable before the reply; reply: it is */
-_Static_assert((TC_OSD_FLAG_FUA & TC_FRAME_REPLY) == 0, "FUA is not the messenger's bit");
+_Static_assert((TC_OSD_FLAG_FUA & TC_FRAME_MSGR_FLAGS) == 0, "FUA is not the messenger's bit");
 /* Replay (request: a WRITE, WRITE_PARTIAL, WRITE_IF or DELETE whose rw
  * view's version is the object version the first reply to this write
  * carried, not 0): a client writing again, after an OSD was lost, a write
@@ -170,7 +171,7 @@ _Static_assert((TC_OSD_FLAG_FUA & TC_FRAME_REPLY) == 0, "FUA is not the messenge
  * written. An OSD from before this flag ignores it and writes (the old
  * replay). */
 #define TC_OSD_FLAG_REPLAY 0x0200u
-_Static_assert((TC_OSD_FLAG_REPLAY & TC_FRAME_REPLY) == 0, "REPLAY is not the messenger's bit");
+_Static_assert((TC_OSD_FLAG_REPLAY & TC_FRAME_MSGR_FLAGS) == 0, "REPLAY is not the messenger's bit");
 
 /* The condition of a WRITE_IF (little-endian, packed), before the data. */
 struct tc_osd_write_if {

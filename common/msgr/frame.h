@@ -16,8 +16,9 @@
 /* The wire protocol's version, carried in every handshake message: the
  * messenger and the OSD protocol on top of it (osd_proto.h). Bumped when
  * either changes; a peer of another version is refused at the handshake.
- * 2: typed per-operation headers, SEC_DELETE's length in the header. */
-#define TC_PROTO_VERSION 2
+ * 2: typed per-operation headers, SEC_DELETE's length in the header.
+ * 3: payloads sealed under a key of their own (TC_FRAME_OWN_KEY). */
+#define TC_PROTO_VERSION 3
 
 struct tc_frame_hdr {
   uint32_t magic;
@@ -36,6 +37,11 @@ struct tc_frame_hdr {
 _Static_assert(sizeof(struct tc_frame_hdr) == 64, "frame header is 64 bytes");
 
 #define TC_FRAME_REPLY 0x0001u   /* flags: this frame answers request req_id */
+/* flags, requests in mode gcm only: the payload is sealed under a key of
+ * its own, which travels sealed in a key record between the header and
+ * the payload (msgr.h, "Own keys"). */
+#define TC_FRAME_OWN_KEY 0x0002u
+#define TC_FRAME_MSGR_FLAGS (TC_FRAME_REPLY | TC_FRAME_OWN_KEY)   /* the messenger's bits */
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "tromcho's frame code assumes a little-endian host; add byte swaps here first"

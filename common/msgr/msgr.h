@@ -87,6 +87,23 @@
  * header is copied from the read buffer), otherwise into one malloc'd
  * buffer handed over to the callback; gcm opens them in place.
  *
+ * Own keys (mode gcm with keys, requests only). A request sent with
+ * TC_MSGR_OWN_KEY has its payload sealed under a fresh random key of its
+ * own instead of the session's, and that key travels in a key record, a
+ * 48-byte record sealed under the session right after the header
+ * (TC_FRAME_OWN_KEY in the header says it is there). Why: a server that
+ * passes the payload on (an OSD primary's SEC_WRITEs) can send the bytes
+ * as they came, with the key in its own key record to each peer, instead
+ * of sealing them again for each: a replicated write costs four AES-GCM
+ * passes instead of six. The server says which requests it keeps sealed
+ * (tc_msgr_set_keep_sealed: their budget counts twice), opens those into
+ * a second buffer, and its on_request callback may take the sealed form
+ * (tc_msgr_take_sealed) and give it to tc_msgr_call as req->sealed. An
+ * own key seals one payload, so the payload's nonce is a constant. What a
+ * peer learns from it is that one payload, which it receives anyway; an
+ * observer of two links sees the same ciphertext on both (it sees the
+ * same sizes and timing today).
+ *
  * Writes. Frames go out at the end of the loop round, a batch in one
  * writev, and as soon as 32 KiB are queued (so at once for a frame of
  * 32 KiB or more): the peer opens the first while we build the next (the
@@ -246,6 +263,19 @@ struct tc_msgr_stats { uint64_t frames_in, frames_out, bytes_in, bytes_out, reke
 void tc_msgr_conn_stats(const struct tc_msgr_conn *c, struct tc_msgr_stats *st);
 
 #define TC_MSGR_INPLACE 1   /* gcm: seal the caller's payload buffers in place */
+#define TC_MSGR_OWN_KEY 2   /* gcm, requests: seal the payload under a key of its own ("Own keys") */
+
+/* A received payload as it was sealed under its own key ("Own keys"):
+ * reference-counted, loop thread only. */
+struct tc_msgr_sealed;
+/* Inside on_request: the request's sealed form, if the endpoint kept it
+ * (NULL otherwise); the caller owns the reference. */
+struct tc_msgr_sealed *tc_msgr_take_sealed(struct tc_msgr_conn *c);
+void tc_msgr_sealed_put(struct tc_msgr_sealed *s);
+/* Server: whether to keep the sealed form of an own-key request (the
+ * payload is then opened into a second buffer). */
+typedef int (*tc_msgr_keep_cb)(const struct tc_frame_hdr *hdr, void *arg);
+void tc_msgr_set_keep_sealed(struct tc_msgr *m, tc_msgr_keep_cb fn, void *arg);
 #define TC_MSGR_MAX_IOV 64
 
 /* A request, owned by the caller until done() runs. Fill hdr (opcode,
@@ -255,7 +285,12 @@ struct tc_msgr_req {
   struct tc_frame_hdr hdr;
   const struct iovec *iov;
   int iovcnt;
-  unsigned flags;              /* TC_MSGR_INPLACE */
+  unsigned flags;              /* TC_MSGR_INPLACE, TC_MSGR_OWN_KEY */
+  /* The payload as some peer sealed it under its own key (the same bytes
+   * as iov, from tc_msgr_take_sealed), or NULL: on a connection in mode gcm
+   * it is sent as is, on any other iov is; the msgr takes its own
+   * reference, the caller keeps its. */
+  struct tc_msgr_sealed *sealed;
   void *rbuf;                  /* reply payload lands here if it fits */
   size_t rbuf_len;
   void (*done)(struct tc_msgr_req *req, int err, void *arg);   /* err 0 or -errno */
@@ -263,10 +298,12 @@ struct tc_msgr_req {
   /* results, valid in done() when err == 0 */
   struct tc_frame_hdr reply;
   void *reply_payload;         /* rbuf, or malloc'd (caller frees) when it did not fit; NULL if empty */
+  int sent_sealed;             /* sealed went out as it came (also when err != 0) */
   /* private */
   STAILQ_ENTRY(tc_msgr_req) next;   /* waiting on its connection */
   struct tc_msgr_req *hnext;
   struct tc_msgr_conn *conn;
+  struct tc_msgr_sealed *held;      /* the msgr's reference to sealed until it is written */
   uint64_t cost;
   int state;
 };

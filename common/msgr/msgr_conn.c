@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,7 @@ out_complete(struct tc_msgr_conn *c, struct tc_out *o, int written)
 {
   c->out_bytes -= o->bytes;
   free(o->owned);
+  tc_msgr_sealed_put(o->sealed);
   if (o->free_fn)
     o->free_fn(o->free_arg);
   if (written) {
@@ -182,6 +184,8 @@ tc_msgr_conn_destroy(struct tc_msgr_conn *c)
   while (!STAILQ_EMPTY(&c->waiting)) {
     struct tc_msgr_req *r = STAILQ_FIRST(&c->waiting);
     STAILQ_REMOVE_HEAD(&c->waiting, next);
+    tc_msgr_sealed_put(r->held);
+    r->held = NULL;
     r->state = REQ_IDLE;
     r->done(r, err, r->arg);
   }
@@ -189,6 +193,7 @@ tc_msgr_conn_destroy(struct tc_msgr_conn *c)
     c->cb(c, TC_MSGR_DOWN, c->close_err, c->cb_arg);
   if (c->pl_owned)
     free(c->pl);
+  tc_msgr_sealed_put(c->cur_sealed);
   tc_hs_clear(&c->hs);
   tc_frame_ctx_clear(&c->fr);
   tc_buf_free(&c->hsout);
@@ -316,23 +321,31 @@ tc_msgr_conn_flush(struct tc_msgr_conn *c)
   }
 }
 
-/* Seal hdr and the payload into o's iovecs (see msgr.h for the modes). */
+/* Seal hdr and the payload into o's iovecs (see msgr.h for the modes).
+ * sealed: the payload's own-key form, used in gcm (requests only). */
 static int
 build_frame(struct tc_msgr_conn *c, struct tc_out *o, struct tc_frame_hdr *hdr,
-            const struct iovec *iov, int iovcnt, unsigned flags)
+            const struct iovec *iov, int iovcnt, unsigned flags, struct tc_msgr_sealed *sealed)
 {
   if (iovcnt < 0 || iovcnt > TC_MSGR_MAX_IOV)
     return tc_error(EINVAL, "frame with %d iovecs (at most %d)", iovcnt, TC_MSGR_MAX_IOV);
   size_t len = 0;
   for (int i = 0; i < iovcnt; i++)
     len += iov[i].iov_len;
+  bool gcm = len && c->fr.keyed && c->fr.mode == TC_MODE_GCM;
+  if (sealed && sealed->len != len)
+    sealed = NULL;
+  bool own = gcm && !(hdr->flags & TC_FRAME_REPLY) && (sealed || (flags & TC_MSGR_OWN_KEY));
+  hdr->flags = (uint16_t) ((hdr->flags & ~TC_FRAME_OWN_KEY) | (own ? TC_FRAME_OWN_KEY : 0));
   if (tc_frame_seal_hdr(&c->fr, hdr, iov, iovcnt, o->hdr) < 0)
     return -1;
   size_t hw = tc_frame_hdr_wire(&c->fr);
   int n = 0;
   o->iov[n].iov_base = o->hdr;
   o->iov[n++].iov_len = hw;
-  if (len && c->fr.keyed && c->fr.mode == TC_MODE_GCM) {
+  if (own)
+    return tc_msgr_build_own(c, o, n, iov, iovcnt, len, flags, sealed);
+  if (gcm) {
     if (flags & TC_MSGR_INPLACE) {
       if (tc_frame_seal_payload(&c->fr, iov, iovcnt, o->tag) < 0)
         return -1;
@@ -390,8 +403,13 @@ send_req(struct tc_msgr_conn *c, struct tc_msgr_req *req)
   struct tc_out *o = calloc(1, sizeof *o);
   req->hdr.req_id = ++c->next_req_id;
   req->hdr.flags &= (uint16_t) ~TC_FRAME_REPLY;
-  if (!o || build_frame(c, o, &req->hdr, req->iov, req->iovcnt, req->flags) < 0) {
+  int r = o ? build_frame(c, o, &req->hdr, req->iov, req->iovcnt, req->flags, req->held) : -1;
+  tc_msgr_sealed_put(req->held);   /* o holds its own reference if it sends it */
+  req->held = NULL;
+  if (r < 0) {
     free(o ? o->owned : NULL);
+    if (o)
+      tc_msgr_sealed_put(o->sealed);
     free(o);
     /* The record counter may have moved: the connection cannot go on. */
     tc_msgr_conn_fail(c, errno ? errno : EIO, "sending request: %s", tc_last_error());
@@ -400,6 +418,7 @@ send_req(struct tc_msgr_conn *c, struct tc_msgr_req *req)
     return;
   }
   o->req = req;
+  req->sent_sealed = o->sealed != NULL;
   req->state = REQ_WRITING;
   req->conn = c;
   int b = req->hdr.req_id % TC_MSGR_HASH;
@@ -437,6 +456,7 @@ tc_msgr_call(struct tc_msgr_conn *c, struct tc_msgr_req *req)
   req->cost = len + req->rbuf_len;
   req->conn = c;
   req->reply_payload = NULL;
+  req->held = req->sealed ? tc_msgr_sealed_get(req->sealed) : NULL;
   if (c->state == C_UP && STAILQ_EMPTY(&c->waiting) && admit(c, req->cost)) {
     send_req(c, req);
     return 0;
@@ -461,7 +481,7 @@ tc_msgr_reply(struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, const stru
   struct tc_out *o = calloc(1, sizeof *o);
   struct tc_frame_hdr h = *hdr;
   h.flags |= TC_FRAME_REPLY;
-  if (!o || build_frame(c, o, &h, iov, iovcnt, flags) < 0) {
+  if (!o || build_frame(c, o, &h, iov, iovcnt, flags, NULL) < 0) {
     free(o ? o->owned : NULL);
     free(o);
     if (free_fn)
@@ -525,6 +545,14 @@ inflight_take(struct tc_msgr_conn *c, uint64_t id, int remove)
   return NULL;
 }
 
+/* What the frame being received holds in memory until answered: its
+ * payload, twice when kept sealed as well. */
+static uint64_t
+frame_cost(const struct tc_msgr_conn *c)
+{
+  return (uint64_t) c->cur.len * (c->pl_keep ? 2 : 1);
+}
+
 static int
 begin_payload(struct tc_msgr_conn *c)
 {
@@ -554,7 +582,10 @@ begin_payload(struct tc_msgr_conn *c)
     }
   }
   c->cur_req = req;
-  c->pl_need = tc_frame_payload_wire(&c->fr, h->len);
+  /* Own key (only requests get here with it: tc_frame_open_hdr). */
+  c->pl_pre = h->flags & TC_FRAME_OWN_KEY ? TC_FRAME_KEYREC : 0;
+  c->pl_keep = c->pl_pre && c->m->keep_sealed && c->m->keep_sealed(h, c->m->keep_arg);
+  c->pl_need = c->pl_pre ? c->pl_pre + h->len + TC_FRAME_TAG : tc_frame_payload_wire(&c->fr, h->len);
   c->pl_got = 0;
   c->pl = NULL;
   c->pl_cap = 0;
@@ -566,7 +597,7 @@ begin_payload(struct tc_msgr_conn *c)
   /* Memory for the payload is committed when its bytes arrive (pl_grow):
    * a server reserves all of it against its budgets first and then takes
    * it in one piece; a client grows it as the bytes come. */
-  if (c->is_server && h->len && tc_msgr_budget_reserve(c, h->len) < 0) {
+  if (c->is_server && h->len && tc_msgr_budget_reserve(c, frame_cost(c)) < 0) {
     c->rstate = R_BUDGET;
     update_events(c);
     return 0;
@@ -604,7 +635,7 @@ pl_grow(struct tc_msgr_conn *c, size_t want)
 int
 tc_msgr_conn_budget_retry(struct tc_msgr_conn *c)
 {
-  if (c->state != C_UP || c->rstate != R_BUDGET || tc_msgr_budget_reserve(c, c->cur.len) < 0)
+  if (c->state != C_UP || c->rstate != R_BUDGET || tc_msgr_budget_reserve(c, frame_cost(c)) < 0)
     return 0;
   c->rstate = R_PAYLOAD;
   c->last_rx_ms = tc_now_ms();
@@ -616,7 +647,7 @@ tc_msgr_conn_budget_retry(struct tc_msgr_conn *c)
 static int
 finish_payload(struct tc_msgr_conn *c)
 {
-  if (tc_frame_open_payload(&c->fr, &c->cur, c->pl, c->pl_tag) < 0) {
+  if (c->pl_pre ? tc_msgr_open_own(c) < 0 : tc_frame_open_payload(&c->fr, &c->cur, c->pl, c->pl_tag) < 0) {
     tc_msgr_conn_fail(c, EBADMSG, "%s", tc_last_error());
     return -1;
   }
@@ -642,6 +673,7 @@ finish_payload(struct tc_msgr_conn *c)
       c->m->on_request(c, &h, payload, c->m->arg);
     else
       free(payload);
+    tc_msgr_sealed_put(tc_msgr_take_sealed(c));   /* not taken */
     return 0;
   }
   struct tc_msgr_req *req = c->cur_req;
@@ -728,19 +760,26 @@ parse(struct tc_msgr_conn *c)
     }
     size_t need = c->pl_need - c->pl_got;
     size_t n = avail < need ? avail : need;
-    size_t upto = c->pl_got + n < c->cur.len ? c->pl_got + n : c->cur.len;
+    /* The wire holds [key record] payload [tag]; pos counts payload bytes. */
+    size_t pre = c->pl_pre, end = c->pl_got + n;
+    size_t upto = end <= pre ? 0 : end - pre < c->cur.len ? end - pre : c->cur.len;
     if (pl_grow(c, upto) < 0)
       return -1;
     for (size_t done = 0; done < n;) {
       size_t at = c->pl_got + done;
       size_t k;
-      if (at < c->cur.len) {
-        k = c->cur.len - at < n - done ? c->cur.len - at : n - done;
-        memcpy(c->pl + at, c->rbuf + c->rpos + done, k);
+      if (at < pre) {
+        k = pre - at < n - done ? pre - at : n - done;
+        memcpy(c->pl_keyrec + at, c->rbuf + c->rpos + done, k);
+      }
+      else if (at - pre < c->cur.len) {
+        size_t pos = at - pre;
+        k = c->cur.len - pos < n - done ? c->cur.len - pos : n - done;
+        memcpy(c->pl + pos, c->rbuf + c->rpos + done, k);
       }
       else {
         k = n - done;
-        memcpy(c->pl_tag + (at - c->cur.len), c->rbuf + c->rpos + done, k);
+        memcpy(c->pl_tag + (at - pre - c->cur.len), c->rbuf + c->rpos + done, k);
       }
       done += k;
     }
@@ -760,11 +799,12 @@ do_read(struct tc_msgr_conn *c)
     if (parse(c) < 0 || c->paused || c->rstate == R_BUDGET)
       return;
     ssize_t n;
-    if (c->rstate == R_PAYLOAD && c->state == C_UP && c->rpos == c->rlen &&
-        c->cur.len - c->pl_got >= DIRECT_READ_MIN && c->pl_got < c->cur.len) {
-      if (pl_grow(c, c->pl_got + DIRECT_READ_MIN) < 0)
+    size_t pos = c->pl_got - c->pl_pre;   /* payload bytes in (when past the key record) */
+    if (c->rstate == R_PAYLOAD && c->state == C_UP && c->rpos == c->rlen && c->pl_got >= c->pl_pre &&
+        pos < c->cur.len && c->cur.len - pos >= DIRECT_READ_MIN) {
+      if (pl_grow(c, pos + DIRECT_READ_MIN) < 0)
         return;
-      n = read(c->fd, c->pl + c->pl_got, c->pl_cap - c->pl_got);
+      n = read(c->fd, c->pl + pos, c->pl_cap - pos);
       if (n > 0) {
         c->pl_got += (size_t) n;
         c->st.bytes_in += (uint64_t) n;
@@ -785,10 +825,16 @@ do_read(struct tc_msgr_conn *c)
        * its payload then goes straight into its own buffer (the direct
        * read above) instead of being copied out of rbuf. */
       if (c->big_run && c->state == C_UP) {
+        /* The next header (and its key record, if the last frame had one),
+         * the rest of a key record, or the rest of a small payload and the
+         * next header. */
         size_t hw = tc_frame_hdr_wire(&c->fr);
-        size_t want = (c->rstate == R_PAYLOAD ? c->pl_need - c->pl_got + hw : hw) - (c->rlen - c->rpos);
-        if (want < room)
-          room = want;
+        size_t upto = c->rstate != R_PAYLOAD ? hw + c->pl_pre
+                    : c->pl_got < c->pl_pre ? c->pl_pre - c->pl_got
+                    : c->pl_need - c->pl_got + hw;
+        size_t have = c->rlen - c->rpos;
+        if (upto > have && upto - have < room)
+          room = upto - have;
       }
       n = read(c->fd, c->rbuf + c->rlen, room);
       if (n > 0) {

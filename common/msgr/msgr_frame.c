@@ -118,6 +118,8 @@ tc_frame_ctx_clear(struct tc_frame_ctx *f)
 {
   dir_clear(&f->tx);
   dir_clear(&f->rx);
+  tc_gcm_free(f->own);
+  f->own = NULL;
   tc_wipe(&f->salt, sizeof f->salt);
 }
 
@@ -197,6 +199,71 @@ tc_frame_seal_payload_copy(struct tc_frame_ctx *f, const struct iovec *iov, int 
 }
 
 int
+tc_frame_seal_keyrec(struct tc_frame_ctx *f, const uint8_t key[TC_GCM_KEY_SIZE], uint8_t out[TC_FRAME_KEYREC])
+{
+  uint8_t nonce[TC_GCM_NONCE_SIZE];
+  dir_nonce(&f->tx, nonce);
+  memcpy(out, key, TC_GCM_KEY_SIZE);
+  struct iovec d = { out, TC_GCM_KEY_SIZE };
+  if (tc_gcm_seal(f->tx.gcm, nonce, NULL, 0, &d, 1, out + TC_GCM_KEY_SIZE) < 0)
+    return -1;
+  return dir_next(&f->tx);
+}
+
+int
+tc_frame_open_keyrec(struct tc_frame_ctx *f, const struct tc_frame_hdr *hdr, const uint8_t *wire,
+                     uint8_t key[TC_GCM_KEY_SIZE])
+{
+  uint8_t nonce[TC_GCM_NONCE_SIZE];
+  dir_nonce(&f->rx, nonce);
+  memcpy(key, wire, TC_GCM_KEY_SIZE);
+  struct iovec d = { key, TC_GCM_KEY_SIZE };
+  if (tc_gcm_open(f->rx.gcm, nonce, NULL, 0, &d, 1, wire + TC_GCM_KEY_SIZE) < 0)
+    return tc_error(EBADMSG, "key record of frame %" PRIu64 " (req_id %" PRIu64 ") fails authentication",
+                    f->rx.seq, hdr->req_id);
+  return dir_next(&f->rx);
+}
+
+/* The own-key context set to key. An own key seals one payload only, so
+ * its nonce is a constant. */
+static const uint8_t own_nonce[TC_GCM_NONCE_SIZE];
+
+static struct tc_gcm *
+own_ctx(struct tc_frame_ctx *f, const uint8_t key[TC_GCM_KEY_SIZE])
+{
+  if (f->own ? tc_gcm_rekey(f->own, key) < 0 : tc_gcm_new(&f->own, key) < 0)
+    return NULL;
+  return f->own;
+}
+
+int
+tc_frame_own_seal(struct tc_frame_ctx *f, const uint8_t key[TC_GCM_KEY_SIZE], const struct iovec *iov,
+                  int iovcnt, void *out, size_t len, uint8_t tag[TC_FRAME_TAG])
+{
+  struct tc_gcm *g = own_ctx(f, key);
+  if (!g)
+    return -1;
+  if (out)
+    return tc_gcm_seal_copy(g, own_nonce, iov, iovcnt, out, len);
+  return tc_gcm_seal(g, own_nonce, NULL, 0, iov, iovcnt, tag);
+}
+
+int
+tc_frame_own_open(struct tc_frame_ctx *f, const struct tc_frame_hdr *hdr, const uint8_t key[TC_GCM_KEY_SIZE],
+                  void *payload, const uint8_t tag[TC_FRAME_TAG], void *out)
+{
+  struct tc_gcm *g = own_ctx(f, key);
+  if (!g)
+    return -1;
+  struct iovec d = { payload, hdr->len };
+  if (out ? tc_gcm_open_copy(g, own_nonce, payload, out, hdr->len, tag) < 0
+          : tc_gcm_open(g, own_nonce, NULL, 0, &d, 1, tag) < 0)
+    return tc_error(EBADMSG, "frame payload (req_id %" PRIu64 ", %u bytes, own key) fails authentication",
+                    hdr->req_id, hdr->len);
+  return 0;
+}
+
+int
 tc_frame_open_hdr(struct tc_frame_ctx *f, const uint8_t *wire, struct tc_frame_hdr *hdr)
 {
   memcpy(hdr, wire, HDR_SIZE);
@@ -219,6 +286,10 @@ tc_frame_open_hdr(struct tc_frame_ctx *f, const uint8_t *wire, struct tc_frame_h
                     hdr->len, f->max_frame);
   if (f->mode != TC_MODE_PAYLOAD && hdr->checksum != 0)
     return tc_error(EBADMSG, "frame header: checksum set in mode %s", tc_msgr_mode_name(f->mode));
+  if ((hdr->flags & TC_FRAME_OWN_KEY) &&
+      (!f->keyed || f->mode != TC_MODE_GCM || !hdr->len || (hdr->flags & TC_FRAME_REPLY)))
+    return tc_error(EBADMSG, "frame header: own-key flag on %s", hdr->flags & TC_FRAME_REPLY ? "a reply"
+                    : !hdr->len ? "a frame without payload" : "a connection not in mode gcm with keys");
   return 0;
 }
 
@@ -228,6 +299,9 @@ tc_frame_open_payload(struct tc_frame_ctx *f, const struct tc_frame_hdr *hdr, vo
 {
   if (!hdr->len)
     return 0;
+  if (hdr->flags & TC_FRAME_OWN_KEY)
+    return tc_error(EBADMSG, "frame payload (req_id %" PRIu64 "): own key, opened without its key record",
+                    hdr->req_id);
   if (f->mode == TC_MODE_GCM && f->keyed) {
     uint8_t nonce[TC_GCM_NONCE_SIZE];
     dir_nonce(&f->rx, nonce);

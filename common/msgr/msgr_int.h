@@ -44,7 +44,11 @@ struct tc_frame_ctx {
   uint64_t salt;
   uint32_t max_frame;
   struct tc_msgr_dir tx, rx;
+  struct tc_gcm *own;   /* own-key payloads: re-keyed for each (created at the first) */
 };
+
+/* Own-key frames (TC_FRAME_OWN_KEY): the key record after the header. */
+#define TC_FRAME_KEYREC (TC_GCM_KEY_SIZE + TC_FRAME_TAG)
 
 /* Set up a keyed context from the two traffic secrets. */
 int tc_frame_ctx_keys(struct tc_frame_ctx *f, const uint8_t tx_secret[32], const uint8_t rx_secret[32],
@@ -63,6 +67,22 @@ int tc_frame_seal_payload(struct tc_frame_ctx *f, const struct iovec *iov, int i
  * for len + TC_FRAME_TAG: the tag follows the ciphertext) in one pass. */
 int tc_frame_seal_payload_copy(struct tc_frame_ctx *f, const struct iovec *iov, int iovcnt, void *out,
                                size_t len);
+/* Own keys (msgr.h): seal key under the session into out (the key record,
+ * the record after the header), or open a received one into key. */
+int tc_frame_seal_keyrec(struct tc_frame_ctx *f, const uint8_t key[TC_GCM_KEY_SIZE],
+                         uint8_t out[TC_FRAME_KEYREC]);
+int tc_frame_open_keyrec(struct tc_frame_ctx *f, const struct tc_frame_hdr *hdr, const uint8_t *wire,
+                         uint8_t key[TC_GCM_KEY_SIZE]);
+/* Seal the payload gathered from iov under its own key: in place (out
+ * NULL; the tag into tag) or into out (len + TC_FRAME_TAG bytes, the tag
+ * after the ciphertext; tag unused). Uses no record number. */
+int tc_frame_own_seal(struct tc_frame_ctx *f, const uint8_t key[TC_GCM_KEY_SIZE], const struct iovec *iov,
+                      int iovcnt, void *out, size_t len, uint8_t tag[TC_FRAME_TAG]);
+/* Open hdr's payload under its own key: in place (out NULL) or into out
+ * (hdr->len bytes), payload then left as it came. EBADMSG on a bad tag
+ * (the plaintext wiped). */
+int tc_frame_own_open(struct tc_frame_ctx *f, const struct tc_frame_hdr *hdr, const uint8_t key[TC_GCM_KEY_SIZE],
+                      void *payload, const uint8_t tag[TC_FRAME_TAG], void *out);
 /* Open a wire header (tc_frame_hdr_wire() bytes) into hdr: checks the tag
  * or hdr_check, the magic and the length limit. */
 int tc_frame_open_hdr(struct tc_frame_ctx *f, const uint8_t *wire, struct tc_frame_hdr *hdr);
@@ -134,6 +154,8 @@ struct tc_msgr {
   uint64_t refused_log_ms;         /* last refusal logged as a warning */
   tc_msgr_limit_cb request_limit;
   void *limit_arg;
+  tc_msgr_keep_cb keep_sealed;
+  void *keep_arg;
   tc_msgr_request_cb on_request;
   tc_msgr_conn_cb on_conn;
   void *arg;
@@ -143,6 +165,15 @@ struct tc_msgr {
   struct tc_msgr_conn *dead;       /* closed, waiting to be freed */
   int post_scheduled, freeing;
 };
+
+struct tc_msgr_sealed {
+  int refs;
+  uint32_t len;
+  uint8_t *buf;                    /* the ciphertext, len bytes */
+  uint8_t tag[TC_FRAME_TAG];
+  uint8_t key[TC_GCM_KEY_SIZE];
+};
+struct tc_msgr_sealed *tc_msgr_sealed_get(struct tc_msgr_sealed *s);
 
 struct tc_out {
   STAILQ_ENTRY(tc_out) next;
@@ -154,9 +185,11 @@ struct tc_out {
   struct tc_msgr_req *req;         /* a request being written */
   int is_reply;
   size_t bytes;
+  struct tc_msgr_sealed *sealed;   /* sent as is: a reference */
   uint8_t hdr[TC_FRAME_HDR_MAX];
+  uint8_t keyrec[TC_FRAME_KEYREC];
   uint8_t tag[TC_FRAME_TAG];
-  struct iovec iov[TC_MSGR_MAX_IOV + 2];
+  struct iovec iov[TC_MSGR_MAX_IOV + 3];
 };
 
 enum { C_CONNECTING, C_HANDSHAKE, C_UP, C_CLOSED };
@@ -190,6 +223,10 @@ struct tc_msgr_conn {
   size_t pl_got, pl_need, pl_cap;
   uint64_t last_rx_ms;             /* last time bytes arrived */
   uint8_t pl_tag[TC_FRAME_TAG];
+  size_t pl_pre;                   /* own key: the key record before the payload */
+  int pl_keep;                     /* ... and the sealed form kept */
+  uint8_t pl_keyrec[TC_FRAME_KEYREC];
+  struct tc_msgr_sealed *cur_sealed;   /* during on_request */
   struct tc_msgr_req *cur_req;
   /* writing */
   STAILQ_HEAD(, tc_out) out;       /* frames to write, in order */
@@ -228,6 +265,14 @@ void tc_msgr_conn_fail(struct tc_msgr_conn *c, int err, const char *fmt, ...)
   __attribute__((format(printf, 3, 4)));
 /* msgr.c */
 void tc_msgr_schedule_post(struct tc_msgr *m);
+/* msgr_own_key.c: o's key record and payload for an own-key request
+ * (its header is o->iov[0..n-1]): sealed now, or sealed as is; sets
+ * o->iovcnt and o->bytes. Then, receiving, open c's own-key payload (the
+ * key record and tag read): in place, or kept sealed (c->cur_sealed) and
+ * opened into a new c->pl when c->pl_keep. */
+int tc_msgr_build_own(struct tc_msgr_conn *c, struct tc_out *o, int n, const struct iovec *iov, int iovcnt,
+                      size_t len, unsigned flags, struct tc_msgr_sealed *sealed);
+int tc_msgr_open_own(struct tc_msgr_conn *c);
 
 /* msgr_limits.c: caps on accepted connections, payload budgets, timeouts. */
 struct tc_msgr_pending {
