@@ -582,6 +582,14 @@ tc_store_open(struct tc_store **out, const char *data_path, const char *meta_pat
              data_path, (intmax_t) sb.st_size, st->hdr.size);
     goto out;
   }
+  /* A store formatted before its overflow area was written (or one whose
+   * deletions punched it) gets it written now: once, at most 1 GiB. Only
+   * an optimisation (store.md): a failure is a warning. */
+  uint64_t filled = 0;
+  if (S_ISREG(sb.st_mode) && tc_store_fill_overflow(st->fd, data_path, st->hdr.data_offset, st->hdr.size, &filled) < 0)
+    tc_warn("%s (the store works without)", tc_last_error());
+  else if (filled)
+    tc_info("%s: wrote %" PRIu64 " KiB of zeros into the holes of the overflow area", data_path, filled >> 10);
   if (access(st->meta_path, F_OK) < 0) {
     tc_error(ENOENT, "%s: the store's metadata %s is missing", data_path, st->meta_path);
     goto out;

@@ -101,12 +101,14 @@ check_existing(int fd, const char *path, uint64_t have, bool force)
   return 0;
 }
 
-/* Write the overflow area of a file store with zeros (store_impl.h): a
- * write there then lands in a block the file system already allocated and
- * wrote, so its sync changes no extent (no journal commit of the file
- * system's own) and it never takes a page of the file never used before. */
-static int
-zero_overflow(int fd, const char *path, uint64_t data_offset, uint64_t size)
+/* Write the holes of the overflow area of a file store with zeros
+ * (store_impl.h): a write there then lands in a block the file system
+ * already allocated and wrote, so its sync changes no extent (no journal
+ * commit of the file system's own) and it never takes a page of the file
+ * never used before. A hole reads as zeros, so writing zeros over it
+ * changes no byte of any sector, used or free. */
+int
+tc_store_fill_overflow(int fd, const char *path, uint64_t data_offset, uint64_t size, uint64_t *filled)
 {
   uint32_t nsect = (uint32_t) ((size - data_offset) / TC_STORE_SECTOR);
   uint64_t pos = data_offset + (uint64_t) (nsect - tc_store_overflow_sectors(nsect)) * TC_STORE_SECTOR;
@@ -114,10 +116,24 @@ zero_overflow(int fd, const char *path, uint64_t data_offset, uint64_t size)
   CLEANUP_FREE uint8_t *zero = calloc(1, chunk);
   if (!zero)
     return tc_error(ENOMEM, "%s: no memory to zero the overflow area", path);
-  for (; pos < size; pos += chunk) {
-    size_t n = size - pos < chunk ? (size_t) (size - pos) : chunk;
-    if (tc_write_full(fd, zero, n, (off_t) pos) < 0)
-      return tc_error(errno, "%s: writing zeros at %" PRIu64 ": %m", path, pos);
+  *filled = 0;
+  while (pos < size) {
+    off_t hole = lseek(fd, (off_t) pos, SEEK_HOLE);
+    if (hole < 0)
+      return tc_error(errno, "%s: looking for holes from %" PRIu64 ": %m", path, pos);
+    if ((uint64_t) hole >= size)
+      break;
+    off_t data = lseek(fd, hole, SEEK_DATA);
+    if (data < 0 && errno != ENXIO)
+      return tc_error(errno, "%s: looking for data from %jd: %m", path, (intmax_t) hole);
+    uint64_t end = data < 0 || (uint64_t) data > size ? size : (uint64_t) data;
+    for (pos = (uint64_t) hole; pos < end;) {
+      size_t n = end - pos < chunk ? (size_t) (end - pos) : chunk;
+      if (tc_write_full(fd, zero, n, (off_t) pos) < 0)
+        return tc_error(errno, "%s: writing zeros at %" PRIu64 ": %m", path, pos);
+      pos += n;
+      *filled += n;
+    }
   }
   return 0;
 }
@@ -190,7 +206,8 @@ tc_store_format(const struct tc_store_format_opts *o)
     if (pwrite(fd, zero, sizeof zero, 0) != (ssize_t) sizeof zero)
       return tc_error(errno, "%s: write: %m", o->data_path);
   }
-  if (!is_blk && zero_overflow(fd, o->data_path, data_offset, size) < 0)
+  uint64_t filled;
+  if (!is_blk && tc_store_fill_overflow(fd, o->data_path, data_offset, size, &filled) < 0)
     return -1;
 
   struct tc_store_hdr h;

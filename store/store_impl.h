@@ -60,6 +60,10 @@ tc_store_overflow_sectors(uint32_t nsect)
   uint32_t n = nsect / 64, cap = (uint32_t) ((1ull << 30) / 4096);
   return n < cap ? n : cap;
 }
+/* Write zeros into the holes of a file store's overflow area (at format,
+ * all of it; at open, what a store formatted before the area existed, or
+ * punched by a deletion since, left sparse); *filled: bytes written. */
+int tc_store_fill_overflow(int fd, const char *path, uint64_t data_offset, uint64_t size, uint64_t *filled);
 struct tc_store_alloc {
   uint64_t *bits;     /* 1 = in use */
   uint32_t nsect;

@@ -5,6 +5,8 @@
 #include <config.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -718,6 +720,43 @@ test_fragmented_rewrite(void)
   CHECK(tc_store_close(st) == 0, "close frag");
 }
 
+/* A store whose overflow area is sparse (formatted before it was written
+ * at format time, or punched by a deletion before that stopped): open
+ * writes zeros into its holes, and only there. */
+static void
+test_overflow_refill(void)
+{
+  struct tc_store *st;
+  CHECK(format("refill", 64 << 20, 0, 1, false) == 0, "format refill");
+  off_t top = (1 << 20) + (off_t) 15876 * SEC, end = 64 << 20;
+  int fd = open(path("refill"), O_RDWR);
+  static uint8_t pat[SEC], back[SEC];
+  memset(pat, 0x5a, sizeof pat);
+  /* A sector of data at the area's start, a 512 KiB hole after it, and
+   * another one reaching the file's end. */
+  bool ok = fd >= 0 && pwrite(fd, pat, SEC, top) == SEC &&
+            fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, top + SEC, 512 << 10) == 0 &&
+            fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, end - 64 * SEC, 64 * SEC) == 0 &&
+            lseek(fd, top, SEEK_HOLE) == top + SEC;
+  CHECK(ok, "overflow area punched: %s", strerror(errno));
+  int64_t sparse = allocated("refill");
+  CHECK(tc_store_open(&st, path("refill"), NULL) == 0, "open refill: %s", tc_last_error());
+  off_t hole = fd < 0 ? -1 : lseek(fd, top, SEEK_HOLE);
+  CHECK(hole == end, "open filled the overflow area's holes (first hole at %jd)", (intmax_t) hole);
+  CHECK(allocated("refill") - sparse == (512 << 10) + 64 * SEC, "open wrote the holes only (%jd KiB more)",
+        (intmax_t) (allocated("refill") - sparse) / 1024);
+  CHECK(fd >= 0 && pread(fd, back, SEC, top) == SEC && !memcmp(back, pat, SEC), "the data sector is intact");
+  ok = fd >= 0 && pread(fd, back, SEC, top + SEC) == SEC;
+  for (uint32_t i = 0; ok && i < SEC; i++)
+    ok = back[i] == 0;
+  CHECK(ok, "a filled hole reads zeros");
+  CHECK(tc_store_write(st, 5, 0, SEC, pat, 1) == 0 && tc_store_sync(st) == 0 &&
+        tc_store_read(st, 5, 0, SEC, back, NULL, NULL) == 1 && !memcmp(back, pat, SEC), "the store works after");
+  CHECK(tc_store_close(st) == 0, "close refill");
+  if (fd >= 0)
+    close(fd);
+}
+
 static int
 sum_cb(void *opaque, const struct tc_store_obj *o)
 {
@@ -1068,6 +1107,7 @@ main(void)
   test_block_sizes();
   test_compact();
   test_fragmented_rewrite();
+  test_overflow_refill();
   test_bad_metadata();
   test_many_objects(getenv("TEST_STORE_OBJECTS") ? atoi(getenv("TEST_STORE_OBJECTS")) : 20000);
   char cmd[128];
