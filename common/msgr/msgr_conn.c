@@ -346,39 +346,49 @@ build_frame(struct tc_msgr_conn *c, struct tc_out *o, struct tc_frame_hdr *hdr,
   if (own)
     return tc_msgr_build_own(c, o, n, iov, iovcnt, len, flags, sealed);
   if (gcm) {
-    if (flags & TC_MSGR_INPLACE) {
-      if (tc_frame_seal_payload(&c->fr, iov, iovcnt, o->tag) < 0)
-        return -1;
-      for (int i = 0; i < iovcnt; i++)
-        if (iov[i].iov_len)
-          o->iov[n++] = iov[i];
-    }
-    else {
-      /* The copy and the sealing in one pass; the tag lands after the
-       * ciphertext, so payload and tag go out as one iovec. */
-      uint8_t *buf = malloc(len + TC_FRAME_TAG);
-      if (!buf)
-        return tc_error(ENOMEM, "frame of %zu bytes: out of memory", len);
-      if (tc_frame_seal_payload_copy(&c->fr, iov, iovcnt, buf, len) < 0) {
-        free(buf);
-        return -1;
-      }
-      o->owned = buf;
-      o->iov[n].iov_base = buf;
-      o->iov[n++].iov_len = len + TC_FRAME_TAG;
-      o->iovcnt = n;
-      o->bytes = hw + tc_frame_payload_wire(&c->fr, (uint32_t) len);
-      return 0;
-    }
-    o->iov[n].iov_base = o->tag;
-    o->iov[n++].iov_len = TC_FRAME_TAG;
+    if (tc_msgr_seal_payload(c, o, n, iov, iovcnt, len, flags, NULL) < 0)
+      return -1;
   }
-  else
+  else {
     for (int i = 0; i < iovcnt; i++)
       if (iov[i].iov_len)
         o->iov[n++] = iov[i];
-  o->iovcnt = n;
+    o->iovcnt = n;
+  }
   o->bytes = hw + tc_frame_payload_wire(&c->fr, (uint32_t) len);
+  return 0;
+}
+
+int
+tc_msgr_seal_payload(struct tc_msgr_conn *c, struct tc_out *o, int n, const struct iovec *iov, int iovcnt,
+                     size_t len, unsigned flags, const uint8_t *own_key)
+{
+  if (flags & TC_MSGR_INPLACE) {
+    if ((own_key ? tc_frame_own_seal(&c->fr, own_key, iov, iovcnt, NULL, len, o->tag)
+                 : tc_frame_seal_payload(&c->fr, iov, iovcnt, o->tag)) < 0)
+      return -1;
+    for (int i = 0; i < iovcnt; i++)
+      if (iov[i].iov_len)
+        o->iov[n++] = iov[i];
+    o->iov[n].iov_base = o->tag;
+    o->iov[n++].iov_len = TC_FRAME_TAG;
+    o->iovcnt = n;
+    return 0;
+  }
+  /* The copy and the sealing in one pass; the tag lands after the
+   * ciphertext, so payload and tag go out as one iovec. */
+  uint8_t *buf = malloc(len + TC_FRAME_TAG);
+  if (!buf)
+    return tc_error(ENOMEM, "frame of %zu bytes: out of memory", len);
+  if ((own_key ? tc_frame_own_seal(&c->fr, own_key, iov, iovcnt, buf, len, NULL)
+               : tc_frame_seal_payload_copy(&c->fr, iov, iovcnt, buf, len)) < 0) {
+    free(buf);
+    return -1;
+  }
+  o->owned = buf;
+  o->iov[n].iov_base = buf;
+  o->iov[n++].iov_len = len + TC_FRAME_TAG;
+  o->iovcnt = n;
   return 0;
 }
 

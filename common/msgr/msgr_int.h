@@ -273,6 +273,11 @@ void tc_msgr_schedule_post(struct tc_msgr *m);
 int tc_msgr_build_own(struct tc_msgr_conn *c, struct tc_out *o, int n, const struct iovec *iov, int iovcnt,
                       size_t len, unsigned flags, struct tc_msgr_sealed *sealed);
 int tc_msgr_open_own(struct tc_msgr_conn *c);
+/* msgr_conn.c: seal o's payload in gcm (under own_key, or the session's
+ * when NULL) into o->iov from n on: in place (TC_MSGR_INPLACE) or into a
+ * buffer o owns; sets o->iovcnt. */
+int tc_msgr_seal_payload(struct tc_msgr_conn *c, struct tc_out *o, int n, const struct iovec *iov, int iovcnt,
+                         size_t len, unsigned flags, const uint8_t *own_key);
 
 /* msgr_limits.c: caps on accepted connections, payload budgets, timeouts. */
 struct tc_msgr_pending {

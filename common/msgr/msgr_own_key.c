@@ -41,46 +41,6 @@ tc_msgr_set_keep_sealed(struct tc_msgr *m, tc_msgr_keep_cb fn, void *arg)
   m->keep_arg = arg;
 }
 
-/* The payload into o->iov from n on (the key record before it sealed):
- * as it came, sealed in place, or sealed into a buffer of o's own. */
-static int
-own_payload(struct tc_msgr_conn *c, struct tc_out *o, int n, const uint8_t key[TC_GCM_KEY_SIZE],
-            const struct iovec *iov, int iovcnt, size_t len, unsigned flags, struct tc_msgr_sealed *sealed)
-{
-  if (sealed) {
-    o->sealed = tc_msgr_sealed_get(sealed);
-    memcpy(o->tag, sealed->tag, TC_FRAME_TAG);
-    o->iov[n].iov_base = sealed->buf;
-    o->iov[n++].iov_len = len;
-  }
-  else if (flags & TC_MSGR_INPLACE) {
-    if (tc_frame_own_seal(&c->fr, key, iov, iovcnt, NULL, len, o->tag) < 0)
-      return -1;
-    for (int i = 0; i < iovcnt; i++)
-      if (iov[i].iov_len)
-        o->iov[n++] = iov[i];
-  }
-  else {
-    /* The copy and the sealing in one pass, the tag after the ciphertext. */
-    uint8_t *buf = malloc(len + TC_FRAME_TAG);
-    if (!buf)
-      return tc_error(ENOMEM, "frame of %zu bytes: out of memory", len);
-    if (tc_frame_own_seal(&c->fr, key, iov, iovcnt, buf, len, NULL) < 0) {
-      free(buf);
-      return -1;
-    }
-    o->owned = buf;
-    o->iov[n].iov_base = buf;
-    o->iov[n++].iov_len = len + TC_FRAME_TAG;
-    o->iovcnt = n;
-    return 0;
-  }
-  o->iov[n].iov_base = o->tag;
-  o->iov[n++].iov_len = TC_FRAME_TAG;
-  o->iovcnt = n;
-  return 0;
-}
-
 int
 tc_msgr_build_own(struct tc_msgr_conn *c, struct tc_out *o, int n, const struct iovec *iov, int iovcnt,
                   size_t len, unsigned flags, struct tc_msgr_sealed *sealed)
@@ -94,8 +54,17 @@ tc_msgr_build_own(struct tc_msgr_conn *c, struct tc_out *o, int n, const struct 
   int r = tc_frame_seal_keyrec(&c->fr, key, o->keyrec);
   o->iov[n].iov_base = o->keyrec;
   o->iov[n++].iov_len = TC_FRAME_KEYREC;
-  if (r == 0)
-    r = own_payload(c, o, n, key, iov, iovcnt, len, flags, sealed);
+  if (r == 0 && sealed) {   /* as it came */
+    o->sealed = tc_msgr_sealed_get(sealed);
+    memcpy(o->tag, sealed->tag, TC_FRAME_TAG);
+    o->iov[n].iov_base = sealed->buf;
+    o->iov[n++].iov_len = len;
+    o->iov[n].iov_base = o->tag;
+    o->iov[n++].iov_len = TC_FRAME_TAG;
+    o->iovcnt = n;
+  }
+  else if (r == 0)
+    r = tc_msgr_seal_payload(c, o, n, iov, iovcnt, len, flags, key);
   tc_wipe(key, sizeof key);
   if (r < 0)
     return -1;
