@@ -50,7 +50,6 @@ struct wop {
   bool local_written;          /* our store holds it: the reply may go */
   int nreqs, pending, acks, need, replied;
   struct iovec iov;            /* what the SEC_ requests send: lives as long as the op */
-  struct tc_msgr_sealed *sealed;   /* ... as the client sealed it, or NULL */
   struct tc_msgr_req reqs[TC_MAX_PG_SIZE];
   int slots[TC_MAX_PG_SIZE];
   uint64_t osds[TC_MAX_PG_SIZE];   /* the secondary each request went to */
@@ -170,9 +169,10 @@ wop_sub_done(struct tc_msgr_req *req, int err, void *arg)
   wop_put(w);
 }
 
-/* Send the write to the secondary in slot s. */
+/* Send the write to the secondary in slot s; sealed: its payload as the
+ * client sealed it, or NULL (the messenger takes its own reference). */
 static void
-wop_send(struct wop *w, struct osd_pg *pg, int s, const struct osd_req *r)
+wop_send(struct wop *w, struct osd_pg *pg, int s, const struct osd_req *r, struct tc_msgr_sealed *sealed)
 {
   struct osd *o = w->b.o;
   struct tc_msgr_conn *pc = osd_peer_conn(o, pg->osd_set[s]);
@@ -194,7 +194,7 @@ wop_send(struct wop *w, struct osd_pg *pg, int s, const struct osd_req *r)
     q->hdr.flags = TC_OSD_FLAG_FUA;
   q->iov = &w->iov;
   q->iovcnt = r->op == TC_OP_WRITE ? 1 : 0;
-  q->sealed = w->sealed;   /* on a gcm link sent as it came: nothing sealed again */
+  q->sealed = sealed;   /* on a gcm link sent as it came: nothing sealed again */
   q->done = wop_sub_done;
   q->arg = w;
   w->pending++;
@@ -316,11 +316,9 @@ primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *h
   w->pending = 1;   /* ours, dropped below: no early finish while sending */
   if (r->op == TC_OP_WRITE)
     w->iov = (struct iovec) { (void *) r->data, r->len };
-  w->sealed = sealed;   /* valid while the SEC_WRITEs are handed over, below */
   for (uint32_t s = 0; s < pg->size; s++)
     if ((good >> s & 1) && (int) s != pg->my_slot)
-      wop_send(w, pg, (int) s, r);
-  w->sealed = NULL;
+      wop_send(w, pg, (int) s, r, sealed);
   w->lw = (struct osd_local_write) { .is_delete = r->op != TC_OP_WRITE, .inode = r->inode, .offset = r->offset,
                                      .len = r->len, .data = r->data, .version = w->version,
                                      .done = wop_local_done };
