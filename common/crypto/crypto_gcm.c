@@ -29,6 +29,7 @@
 #include "crypto.h"
 #include "error.h"
 #ifdef TC_HAVE_VAES
+#include <cpuid.h>
 #include "crypto_vaes.h"
 #endif
 
@@ -146,14 +147,26 @@ one_pass(struct tc_gcm *g, const uint8_t nonce[TC_GCM_NONCE_SIZE], const struct 
 }
 
 #ifdef TC_HAVE_VAES
-/* Checked here, in code built without AVX: the CPU's and the OS's support
- * (libgcc's check includes the OS saving the YMM registers). */
+/* Checked here, in code built without AVX: the CPU's support and the OS's
+ * (it saves the YMM registers: OSXSAVE, and XCR0's SSE and AVX state).
+ * CPUID itself, not __builtin_cpu_supports: clang 14 (the fuzzing build)
+ * knows no "vaes" or "vpclmulqdq" there. */
 bool
 tc_vaes_usable(void)
 {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul") &&
-         __builtin_cpu_supports("vaes") && __builtin_cpu_supports("vpclmulqdq");
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d))
+    return false;
+  bool aes = c & bit_AES, pclmul = c & bit_PCLMUL, osxsave = c & bit_OSXSAVE, avx = c & bit_AVX;
+  if (!(aes && pclmul && osxsave && avx))
+    return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 6) != 6)   /* XMM and YMM state */
+    return false;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+    return false;
+  return (b & bit_AVX2) && (c & bit_VAES) && (c & bit_VPCLMULQDQ);
 }
 #endif
 
