@@ -314,6 +314,30 @@ tc_client_read_inode(struct tc_client *cl, uint64_t pool, uint64_t id, struct tc
 }
 
 int
+tc_client_put_record(struct tc_client *cl, const struct tc_image_meta *m, int64_t rev, int64_t *newrev,
+                     const char *what)
+{
+  char key[256];
+  tc_client_key(cl, key, sizeof key, "/config/inode/%" PRIu64 "/%" PRIu64, m->pool, m->id);
+  char *json = tc_image_meta_json(m);
+  if (!json)
+    return -1;
+  struct tc_kv_cmp cmp = { .key = key, .target = TC_KV_CMP_MOD, .result = TC_KV_EQUAL, .number = rev };
+  struct tc_kv_op put = { .type = TC_KV_PUT, .key = key, .value = json };
+  struct tc_kv_txn txn = { &cmp, 1, &put, 1, NULL, 0 };
+  struct tc_kv_result res = { 0 };
+  int r = tc_kv_txn(cl->kv, &txn, &res);
+  free(json);
+  if (r < 0)
+    return tc_error(errno, "image %s: %s: %s", m->name, what, tc_last_error());
+  r = res.succeeded ? 1 : 0;
+  if (newrev)
+    *newrev = res.revision;
+  tc_kv_result_free(&res);
+  return r;
+}
+
+int
 tc_client_lookup(struct tc_client *cl, const char *name, struct tc_image_meta *m, int64_t *index_rev,
                  int64_t *inode_rev)
 {
@@ -791,25 +815,14 @@ tc_client_resize(struct tc_client *cl, const char *name, uint64_t size)
       return tc_error(EINVAL, "image %s: an authenticated image cannot shrink", name);
     }
     m.size = size;
-    char *json = tc_image_meta_json(&m);
-    char key[256];
-    tc_client_key(cl, key, sizeof key, "/config/inode/%" PRIu64 "/%" PRIu64, m.pool, m.id);
     uint64_t pool = m.pool, id = m.id;
+    int r = tc_client_put_record(cl, &m, irev, NULL, "resize");
     tc_image_meta_clear(&m);
-    if (!json)
-      return -1;
-    struct tc_kv_cmp cmp = { .key = key, .target = TC_KV_CMP_MOD, .result = TC_KV_EQUAL, .number = irev };
-    struct tc_kv_op put = { .type = TC_KV_PUT, .key = key, .value = json };
-    struct tc_kv_txn txn = { &cmp, 1, &put, 1, NULL, 0 };
-    struct tc_kv_result res = { 0 };
-    int r = tc_kv_txn(cl->kv, &txn, &res);
-    bool ok = r == 0 && res.succeeded;
-    tc_kv_result_free(&res);
-    free(json);
     if (r < 0)
-      return tc_error(errno, "image %s: resize: %s", name, tc_last_error());
-    if (!ok)
+      return -1;
+    if (r == 0)
       continue;   /* changed meanwhile: read again */
+    r = 0;
     pthread_mutex_lock(&cl->lock);
     for (struct open_image *o = cl->open; o; o = o->next)
       if (o->pool == pool && o->id == id)

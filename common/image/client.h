@@ -51,6 +51,12 @@ int tc_client_lookup(struct tc_client *cl, const char *name, struct tc_image_met
 /* Read the record of inode (pool, id) and its mod_revision (may be NULL);
  * ENOENT if absent. No rights check. */
 int tc_client_read_inode(struct tc_client *cl, uint64_t pool, uint64_t id, struct tc_image_meta *m, int64_t *rev);
+/* Put m as the record of inode (m->pool, m->id) if that key's
+ * mod_revision is still rev (one compare-and-swap): 1 done, 0 it changed
+ * meanwhile, -1 error ("image NAME: WHAT: reason"). *newrev (may be NULL)
+ * gets the KV's revision after the transaction, either way. */
+int tc_client_put_record(struct tc_client *cl, const struct tc_image_meta *m, int64_t rev, int64_t *newrev,
+                         const char *what);
 /* Whether the caller may read / modify an image with this record. */
 bool tc_client_may_read(const struct tc_client *cl, const struct tc_image_meta *m);
 bool tc_client_may_write(const struct tc_client *cl, const struct tc_image_meta *m);

@@ -496,26 +496,12 @@ shred_key(struct tc_client *cl, const char *name, struct tc_image_meta *m, int64
   m->enc_key = (char *) TC_KEY_SHREDDED;
   m->readonly = true;
   m->retired = true;   /* the OSDs delete its data only now (and refuse reads) */
-  char *json = tc_image_meta_json(m);
+  int r = tc_client_put_record(cl, m, *irev, at, "shredding its key");
   m->enc_key = old;
   m->readonly = oldro;
-  if (!json)
-    return -1;
-  char kino[256];
-  tc_client_key(cl, kino, sizeof kino, "/config/inode/%" PRIu64 "/%" PRIu64, m->pool, m->id);
-  struct tc_kv_cmp cmp = { .key = kino, .target = TC_KV_CMP_MOD, .result = TC_KV_EQUAL, .number = *irev };
-  struct tc_kv_op put = { .type = TC_KV_PUT, .key = kino, .value = json };
-  struct tc_kv_op get = { .type = TC_KV_RANGE, .key = kino };
-  struct tc_kv_txn txn = { &cmp, 1, &put, 1, &get, 1 };
-  struct tc_kv_result res = { 0 };
-  int r = tc_kv_txn(tc_client_kv(cl), &txn, &res);
-  free(json);
   if (r < 0)
-    return tc_error(errno, "image %s: shredding its key: %s", name, tc_last_error());
-  bool ok = res.succeeded;
-  *at = res.revision;
-  tc_kv_result_free(&res);
-  if (!ok)
+    return -1;
+  if (r == 0)
     return tc_error(EAGAIN, "image %s: its record changed while shredding its key; run rm --shred again", name);
   *irev = *at;
   return 0;
@@ -558,25 +544,12 @@ retire_record(struct tc_client *cl, const char *name, struct tc_image_meta *m, i
   if (!m->retired) {
     bool oldro = m->readonly;
     m->readonly = m->retired = true;
-    char *json = tc_image_meta_json(m);
+    int r = tc_client_put_record(cl, m, *irev, &at, "retiring its record");
     m->readonly = oldro;
     m->retired = false;
-    if (!json)
-      return -1;
-    char kino[256];
-    tc_client_key(cl, kino, sizeof kino, "/config/inode/%" PRIu64 "/%" PRIu64, m->pool, m->id);
-    struct tc_kv_cmp cmp = { .key = kino, .target = TC_KV_CMP_MOD, .result = TC_KV_EQUAL, .number = *irev };
-    struct tc_kv_op put = { .type = TC_KV_PUT, .key = kino, .value = json };
-    struct tc_kv_txn txn = { &cmp, 1, &put, 1, NULL, 0 };
-    struct tc_kv_result res = { 0 };
-    int r = tc_kv_txn(tc_client_kv(cl), &txn, &res);
-    free(json);
     if (r < 0)
-      return tc_error(errno, "image %s: retiring its record: %s", name, tc_last_error());
-    bool ok = res.succeeded;
-    at = res.revision;
-    tc_kv_result_free(&res);
-    if (!ok)
+      return -1;
+    if (r == 0)
       return tc_error(EAGAIN, "image %s: its record changed while deleting it; run rm again", name);
     *irev = at;
   }
@@ -760,24 +733,10 @@ tc_admin_flatten_progress(struct tc_client *cl, const char *name, tc_admin_progr
   /* Drop the parent link. */
   for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
     m.parent_id = m.parent_pool = 0;
-    char *json = tc_image_meta_json(&m);
-    if (!json)
+    int t = tc_client_put_record(cl, &m, irev, NULL, "dropping the parent link");
+    if (t < 0)
       goto out;
-    char kino[256];
-    tc_client_key(cl, kino, sizeof kino, "/config/inode/%" PRIu64 "/%" PRIu64, m.pool, m.id);
-    struct tc_kv_cmp cmp = { .key = kino, .target = TC_KV_CMP_MOD, .result = TC_KV_EQUAL, .number = irev };
-    struct tc_kv_op put = { .type = TC_KV_PUT, .key = kino, .value = json };
-    struct tc_kv_txn txn = { &cmp, 1, &put, 1, NULL, 0 };
-    struct tc_kv_result res = { 0 };
-    int t = tc_kv_txn(tc_client_kv(cl), &txn, &res);
-    free(json);
-    bool ok = t == 0 && res.succeeded;
-    tc_kv_result_free(&res);
-    if (t < 0) {
-      tc_error(errno, "image %s: %s", name, tc_last_error());
-      goto out;
-    }
-    if (ok) {
+    if (t == 1) {
       r = 0;
       goto out;
     }

@@ -31,31 +31,6 @@
 #include "image_admin_int.h"
 #include "log.h"
 
-/* Put m's record if its mod_revision is still rev: 1 done (*newrev = the
- * write's revision, may be NULL), 0 it changed, -1 error. */
-static int
-put_cas(struct tc_client *cl, const struct tc_image_meta *m, int64_t rev, int64_t *newrev)
-{
-  char key[256];
-  tc_client_key(cl, key, sizeof key, "/config/inode/%" PRIu64 "/%" PRIu64, m->pool, m->id);
-  char *json = tc_image_meta_json(m);
-  if (!json)
-    return -1;
-  struct tc_kv_cmp cmp = { .key = key, .target = TC_KV_CMP_MOD, .result = TC_KV_EQUAL, .number = rev };
-  struct tc_kv_op put = { .type = TC_KV_PUT, .key = key, .value = json };
-  struct tc_kv_txn txn = { &cmp, 1, &put, 1, NULL, 0 };
-  struct tc_kv_result res = { 0 };
-  int r = tc_kv_txn(tc_client_kv(cl), &txn, &res);
-  free(json);
-  if (r < 0)
-    return tc_error(errno, "image %s: %s", m->name, tc_last_error());
-  r = res.succeeded ? 1 : 0;
-  if (newrev)
-    *newrev = res.revision;
-  tc_kv_result_free(&res);
-  return r;
-}
-
 /* The start transaction (retried while NAME changes). */
 static int
 rekey_start(struct tc_client *cl, const char *name, const char *newkey)
@@ -138,7 +113,7 @@ save_done(struct tc_client *cl, const char *name, uint64_t pool, uint64_t id, ui
     if (tc_client_read_inode(cl, pool, id, &n, &rev) < 0)
       return tc_error(errno, "image %s: %s", name, tc_last_error());
     n.rekey_done = done;
-    int r = put_cas(cl, &n, rev, NULL);
+    int r = tc_client_put_record(cl, &n, rev, NULL, "recording the re-key's progress");
     tc_image_meta_clear(&n);
     if (r != 0)
       return r < 0 ? -1 : 0;
@@ -370,7 +345,7 @@ rekey_retire(struct tc_client *cl, const char *name)
       return tc_error(errno, "image %s: %s", name, tc_last_error());
     nm.rekey_from = 0;
     nm.rekey_done = 0;
-    int r = put_cas(cl, &nm, nrev, NULL);
+    int r = tc_client_put_record(cl, &nm, nrev, NULL, "finishing the re-key");
     tc_image_meta_clear(&nm);
     if (r != 0)
       return r < 0 ? -1 : 0;
