@@ -42,17 +42,6 @@ struct admin_conn {
   bool too_big;
 };
 
-/* A whole file, NUL-terminated (caller frees); NULL with an error naming
- * the option. */
-static char *
-read_pem(const char *option, const char *path)
-{
-  char *buf = tc_read_file(path, 16u << 20, NULL);
-  if (!buf)
-    tc_error(errno, "%s %s: %s", option, path, strerror(errno));
-  return buf;
-}
-
 static enum MHD_Result
 reply(struct MHD_Connection *conn, int status, json_object *o)
 {
@@ -188,19 +177,6 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_Re
   *con_cls = NULL;
 }
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-static void
-on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-  char buf[512];
-  (void) cls;
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  size_t n = strlen(buf);
-  while (n && buf[n - 1] == '\n')
-    buf[--n] = 0;
-  tc_debug("admin API: libmicrohttpd: %s", buf);
-}
-
 void
 admin_api_stop(struct admin_api *a)
 {
@@ -257,9 +233,9 @@ admin_api_start(struct tc_config *cfg, struct admin_api **out)
   if (!a)
     return tc_error(ENOMEM, "admin API: out of memory");
   a->use_perms = use_perms;
-  if (!(a->cert_pem = read_pem("server_cert", cert)) || !(a->key_pem = read_pem("server_pkey", key)))
+  if (!(a->cert_pem = gw_read_pem("server_cert", cert)) || !(a->key_pem = gw_read_pem("server_pkey", key)))
     goto fail;
-  if (ca && (!(a->ca_pem = read_pem("client_ca", ca)) || !(a->trust = tc_cert_trust_load(ca))))
+  if (ca && (!(a->ca_pem = gw_read_pem("client_ca", ca)) || !(a->trust = tc_cert_trust_load(ca))))
     goto fail;
   /* The work is done by a client whose own checks are off: each call's
    * rights were checked for its caller (admin_ops.c), and a client that
@@ -287,7 +263,7 @@ admin_api_start(struct tc_config *cfg, struct admin_api **out)
     { MHD_OPTION_HTTPS_MEM_CERT, 0, a->cert_pem },
     { MHD_OPTION_LISTEN_SOCKET, fd, NULL },
     { MHD_OPTION_NOTIFY_COMPLETED, (intptr_t) on_completed, a },
-    { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t) on_mhd_log, a },
+    { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t) gw_mhd_log, (void *) "admin API" },
     { MHD_OPTION_CONNECTION_TIMEOUT, 60, NULL },
     { MHD_OPTION_CONNECTION_LIMIT, 256, NULL },
     { MHD_OPTION_PER_IP_CONNECTION_LIMIT, 64, NULL },

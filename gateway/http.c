@@ -516,38 +516,6 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_Re
   *con_cls = NULL;
 }
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-static void
-on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-  char buf[512];
-  (void) cls;
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  size_t n = strlen(buf);
-  while (n && buf[n - 1] == '\n')
-    buf[--n] = 0;
-  tc_debug("libmicrohttpd: %s", buf);
-}
-
-/* Read a PEM file for libmicrohttpd (caller frees). */
-static char *
-read_pem(const char *opt, const char *path)
-{
-  size_t n;
-  char *buf = tc_read_file(path, 65536, &n);
-  if (!buf) {
-    tc_error(errno, "option %s: cannot read %s: %s", opt, path,
-             errno == EFBIG ? "larger than 64 KiB" : strerror(errno));
-    return NULL;
-  }
-  if (n == 0) {
-    free(buf);
-    tc_error(EINVAL, "option %s: %s is empty", opt, path);
-    return NULL;
-  }
-  return buf;
-}
-
 /* HTTPS and use_perms settings; -1 with a message naming the option. */
 static int
 setup_tls(struct kv_server *srv, struct tc_config *cfg)
@@ -567,7 +535,7 @@ setup_tls(struct kv_server *srv, struct tc_config *cfg)
   }
   if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
     return tc_error(ENOTSUP, "antietcd_cert: this libmicrohttpd is built without TLS");
-  if (!(srv->cert_pem = read_pem("antietcd_cert", cert)) || !(srv->key_pem = read_pem("antietcd_key", key)))
+  if (!(srv->cert_pem = gw_read_pem("antietcd_cert", cert)) || !(srv->key_pem = gw_read_pem("antietcd_key", key)))
     return -1;
   if (!(srv->trust = gw_trust_load(cfg)))
     return -1;
@@ -658,7 +626,7 @@ kv_server_start(struct tc_config *cfg, const struct kv_backend *b)
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned) threads,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                             MHD_OPTION_NOTIFY_CONNECTION, conn_guard_notify, srv->guard,
-                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
+                            MHD_OPTION_EXTERNAL_LOGGER, gw_mhd_log, (void *) "KV API",
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) lim.idle_timeout_s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned) (2 * lim.max_conns + 2 * threads),
                             MHD_OPTION_END);

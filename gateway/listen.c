@@ -1,4 +1,4 @@
-/* Listening sockets of the gateway's HTTP services. */
+/* What the gateway's HTTP services share (listen.h). */
 #include <config.h>
 #include <errno.h>
 #include <netdb.h>
@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include "listen.h"
 #include "error.h"
+#include "fullio.h"
+#include "log.h"
 
 /* HOST:PORT or [V6]:PORT into a bound, listening socket. */
 int
@@ -71,4 +73,33 @@ gw_listen(const char *option, const char *address, char *bound, size_t bound_len
   }
   snprintf(bound, bound_len, ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", h, bport);
   return fd;
+}
+
+char *
+gw_read_pem(const char *option, const char *path)
+{
+  size_t n;
+  char *buf = tc_read_file(path, 1u << 20, &n);
+  if (!buf) {
+    tc_error(errno, "option %s: cannot read %s: %s", option, path,
+             errno == EFBIG ? "larger than 1 MiB" : strerror(errno));
+    return NULL;
+  }
+  if (n == 0) {
+    free(buf);
+    tc_error(EINVAL, "option %s: %s is empty", option, path);
+    return NULL;
+  }
+  return buf;
+}
+
+void
+gw_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+  char buf[512];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  size_t n = strlen(buf);
+  while (n && buf[n - 1] == '\n')
+    buf[--n] = 0;
+  tc_debug("%s: libmicrohttpd: %s", (const char *) cls, buf);
 }
