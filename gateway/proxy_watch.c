@@ -17,6 +17,7 @@
 #include "error.h"
 #include "evloop.h"
 #include "log.h"
+#include "watch_out.h"
 #include "watch_park.h"
 
 /* One event as queued: the JSON sent to a watcher allowed to see it, and
@@ -53,9 +54,8 @@ struct proxy_watch {
   struct park_entry pe;
   const volatile bool *stopping;
   bool created, ending;
-  int64_t progress_ms, last_sent_ms, retry_ms, restarted_ms;
-  char *out;
-  size_t outlen, outpos;
+  int64_t progress_ms, retry_ms, restarted_ms;
+  struct watch_out out;
   struct gw_identity gid;
   struct caller who;
   bool filtered;
@@ -232,7 +232,7 @@ kvproxy_watch_new(struct kvproxy *px, const struct caller *who, struct kv_watch_
   w->pe.fd = w->fd;
   w->stopping = stopping;
   w->progress_ms = progress_ms;
-  w->last_sent_ms = (int64_t) tc_now_ms();
+  w->out.sent_ms = (int64_t) tc_now_ms();
   /* A one-key watch has no range_end; etcd's "AA==" (every key from key on)
    * is one zero byte. */
   w->kw = tc_kv_watch_range(kvproxy_kv(px), w->req.key.p, w->req.key.n, w->req.end.n ? w->req.end.p : NULL,
@@ -273,37 +273,8 @@ kvproxy_watch_free(void *cls)
   pthread_mutex_destroy(&w->mu);
   free(w->req.key.p);
   free(w->req.end.p);
-  free(w->out);
+  watch_out_free(&w->out);
   free(w);
-}
-
-/* Queue {"result": result}\n for sending; takes result. */
-static int
-emit(struct proxy_watch *w, json_object *result)
-{
-  json_object *o = json_object_new_object();
-  if (!o || !result) {
-    json_object_put(o);
-    json_object_put(result);
-    return -1;
-  }
-  json_object_object_add(o, "result", result);
-  size_t len;
-  const char *s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-  free(w->out);
-  w->out = s ? malloc(len + 1) : NULL;
-  if (!w->out) {
-    json_object_put(o);
-    w->outlen = w->outpos = 0;
-    return -1;
-  }
-  memcpy(w->out, s, len);
-  w->out[len] = '\n';
-  w->outlen = len + 1;
-  w->outpos = 0;
-  w->last_sent_ms = (int64_t) tc_now_ms();
-  json_object_put(o);
-  return 0;
 }
 
 static json_object *
@@ -335,7 +306,7 @@ next_batch(struct proxy_watch *w)
       json_object_object_add(r, "compact_revision", kvx_int64(compact));
     }
     w->ending = true;
-    return emit(w, r) < 0 ? -1 : 1;
+    return watch_out_emit(&w->out, r) < 0 ? -1 : 1;
   }
   if (restart) {
     /* Caught up with what was queued: read the rest again from etcd (at
@@ -416,7 +387,7 @@ next_batch(struct proxy_watch *w)
     return -1;
   }
   json_object_object_add(r, "events", events);
-  return emit(w, r) < 0 ? -1 : 1;
+  return watch_out_emit(&w->out, r) < 0 ? -1 : 1;
 }
 
 
@@ -425,7 +396,7 @@ kvproxy_watch_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
   struct proxy_watch *w = cls;
   (void) pos;
-  while (w->outpos >= w->outlen) {
+  while (watch_out_empty(&w->out)) {
     if (w->ending || *w->stopping)
       return MHD_CONTENT_READER_END_OF_STREAM;
     if (!w->created) {
@@ -433,7 +404,7 @@ kvproxy_watch_read(void *cls, uint64_t pos, char *buf, size_t max)
       json_object *r = result_new(w, w->start_rev - 1);
       if (r)
         json_object_object_add(r, "created", json_object_new_boolean(1));
-      if (emit(w, r) < 0)
+      if (watch_out_emit(&w->out, r) < 0)
         return MHD_CONTENT_READER_END_WITH_ERROR;
       break;
     }
@@ -451,18 +422,18 @@ kvproxy_watch_read(void *cls, uint64_t pos, char *buf, size_t max)
     if (watch_peer_gone(w->fd))
       return MHD_CONTENT_READER_END_WITH_ERROR;
     bool progress = w->req.progress_notify && w->progress_ms > 0;
-    if (progress && (int64_t) tc_now_ms() - w->last_sent_ms >= w->progress_ms) {
+    if (progress && (int64_t) tc_now_ms() - w->out.sent_ms >= w->progress_ms) {
       pthread_mutex_lock(&w->mu);
       int64_t rev = w->head ? w->head->rev - 1 : w->known_rev;
       pthread_mutex_unlock(&w->mu);
-      if (emit(w, result_new(w, rev)) < 0)
+      if (watch_out_emit(&w->out, result_new(w, rev)) < 0)
         return MHD_CONTENT_READER_END_WITH_ERROR;
       break;
     }
     /* Nothing to send: park until on_update wakes it, the client hangs
      * up, a retry or the progress reply is due. */
     w->pe.rev = INT64_MAX;
-    int64_t wake = progress ? w->last_sent_ms + w->progress_ms : 0;
+    int64_t wake = progress ? w->out.sent_ms + w->progress_ms : 0;
     if (w->retry_ms && (!wake || w->retry_ms < wake))
       wake = w->retry_ms;
     w->pe.wake_ms = wake;
@@ -470,10 +441,5 @@ kvproxy_watch_read(void *cls, uint64_t pos, char *buf, size_t max)
       return MHD_CONTENT_READER_END_OF_STREAM;
     return 0;
   }
-  size_t n = w->outlen - w->outpos;
-  if (n > max)
-    n = max;
-  memcpy(buf, w->out + w->outpos, n);
-  w->outpos += n;
-  return (ssize_t) n;
+  return (ssize_t) watch_out_take(&w->out, buf, max);
 }

@@ -9,6 +9,8 @@
 #include "watch.h"
 #include "kvfilter.h"
 #include "log.h"
+#include "evloop.h"
+#include "watch_out.h"
 #include "watch_park.h"
 
 #define BATCH_EVENTS 1000          /* events per message, whole revisions */
@@ -25,21 +27,12 @@ struct watch_stream {
   void *on_free_arg;
   const volatile bool *stopping;
   bool created, ending;
-  int64_t progress_ms, last_sent_ms;
-  char *out;
-  size_t outlen, outpos;
+  int64_t progress_ms;
+  struct watch_out out;
   /* use_perms: the watcher's identity (a copy) and the filter */
   struct gw_identity gid;
   struct caller who;
 };
-
-static int64_t
-now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 struct watch_stream *
 watch_new(struct kvs *s, const struct caller *who, struct kv_watch_req *req, struct MHD_Connection *conn,
@@ -69,7 +62,7 @@ watch_new(struct kvs *s, const struct caller *who, struct kv_watch_req *req, str
   w->pe.fd = w->fd;
   w->stopping = stopping;
   w->progress_ms = progress_ms;
-  w->last_sent_ms = now_ms();
+  w->out.sent_ms = (int64_t) tc_now_ms();
   return w;
 }
 
@@ -84,7 +77,7 @@ watch_free(void *cls)
     w->on_free(w->on_free_arg);
   free(w->req.key.p);
   free(w->req.end.p);
-  free(w->out);
+  watch_out_free(&w->out);
   free(w);
 }
 
@@ -95,47 +88,29 @@ watch_on_free(struct watch_stream *w, void (*fn)(void *arg), void *arg)
   w->on_free_arg = arg;
 }
 
-/* Queue {"result": result}\n for sending; takes result. */
-static int
-emit(struct watch_stream *w, json_object *result)
-{
-  json_object *o = json_object_new_object();
-  json_object_object_add(o, "result", result);
-  size_t len;
-  const char *s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-  free(w->out);
-  w->out = malloc(len + 1);
-  if (!w->out) {
-    json_object_put(o);
-    return -1;
-  }
-  memcpy(w->out, s, len);
-  w->out[len] = '\n';
-  w->outlen = len + 1;
-  w->outpos = 0;
-  w->last_sent_ms = now_ms();
-  json_object_put(o);
-  return 0;
-}
-
 static json_object *
 result_new(struct watch_stream *w, int64_t rev)
 {
   json_object *r = json_object_new_object();
+  if (!r)
+    return NULL;
   json_object_object_add(r, "header", kvx_header(w->s, rev));
   if (w->req.watch_id)
     json_object_object_add(r, "watch_id", kvx_int64(w->req.watch_id));
   return r;
 }
 
-static void
+/* The last message (the stream ends after it): 0, or -1 out of memory. */
+static int
 emit_canceled(struct watch_stream *w, int64_t compact_rev)
 {
   json_object *r = result_new(w, 0);
-  json_object_object_add(r, "canceled", json_object_new_boolean(1));
-  json_object_object_add(r, "compact_revision", kvx_int64(compact_rev));
-  emit(w, r);
+  if (r) {
+    json_object_object_add(r, "canceled", json_object_new_boolean(1));
+    json_object_object_add(r, "compact_revision", kvx_int64(compact_rev));
+  }
   w->ending = true;
+  return watch_out_emit(&w->out, r);
 }
 
 struct scan {
@@ -215,16 +190,16 @@ poll_events(struct watch_stream *w)
   if (!w->created) {
     w->created = true;
     json_object *r = result_new(w, tx.rev);
-    json_object_object_add(r, "created", json_object_new_boolean(1));
-    emit(w, r);
+    if (r)
+      json_object_object_add(r, "created", json_object_new_boolean(1));
     w->next_rev = w->req.start_revision > 0 ? w->req.start_revision : tx.rev + 1;
     kvs_read_end(&tx);
-    return 1;
+    return watch_out_emit(&w->out, r) < 0 ? -1 : 1;
   }
   if (w->next_rev < tx.compact_rev) {
-    emit_canceled(w, tx.compact_rev);
+    int64_t compact_rev = tx.compact_rev;
     kvs_read_end(&tx);
-    return 1;
+    return emit_canceled(w, compact_rev) < 0 ? -1 : 1;
   }
   if (w->next_rev > tx.rev) {
     kvs_read_end(&tx);
@@ -251,9 +226,11 @@ poll_events(struct watch_stream *w)
   int ret = 0;
   if (json_object_array_length(sc.events)) {
     json_object *r = result_new(w, tx.rev);
-    json_object_object_add(r, "events", sc.events);
-    emit(w, r);
-    ret = 1;
+    if (r)
+      json_object_object_add(r, "events", sc.events);
+    else
+      json_object_put(sc.events);
+    ret = watch_out_emit(&w->out, r) < 0 ? -1 : 1;
   } else
     json_object_put(sc.events);
   kvs_read_end(&tx);
@@ -266,7 +243,7 @@ watch_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
   struct watch_stream *w = cls;
   (void) pos;
-  while (w->outpos >= w->outlen) {
+  while (watch_out_empty(&w->out)) {
     if (w->ending || *w->stopping)
       return MHD_CONTENT_READER_END_OF_STREAM;
     int rc = poll_events(w);
@@ -277,23 +254,19 @@ watch_read(void *cls, uint64_t pos, char *buf, size_t max)
     if (watch_peer_gone(w->fd))
       return MHD_CONTENT_READER_END_WITH_ERROR;
     bool progress = w->req.progress_notify && w->progress_ms > 0;
-    if (progress && now_ms() - w->last_sent_ms >= w->progress_ms) {
+    if (progress && (int64_t) tc_now_ms() - w->out.sent_ms >= w->progress_ms) {
       /* Nothing new: tell the client how far the watch has got. */
-      emit(w, result_new(w, w->next_rev - 1));
+      if (watch_out_emit(&w->out, result_new(w, w->next_rev - 1)) < 0)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
       break;
     }
     /* Nothing to send: give the worker thread back until the store moves,
      * the client hangs up or the progress reply is due. */
     w->pe.rev = w->next_rev;
-    w->pe.wake_ms = progress ? w->last_sent_ms + w->progress_ms : 0;
+    w->pe.wake_ms = progress ? w->out.sent_ms + w->progress_ms : 0;
     if (!watch_park_suspend(w->park, &w->pe))
       return MHD_CONTENT_READER_END_OF_STREAM;
     return 0;
   }
-  size_t n = w->outlen - w->outpos;
-  if (n > max)
-    n = max;
-  memcpy(buf, w->out + w->outpos, n);
-  w->outpos += n;
-  return (ssize_t) n;
+  return (ssize_t) watch_out_take(&w->out, buf, max);
 }
