@@ -383,21 +383,11 @@ tc_integrity_write(struct tc_integrity *t, const struct tc_objstore *os, uint32_
   int r = batch_init(&b, block_size, 3 * ng + 2 * ng * (4 + (G + 1) * (uint64_t) SECTOR / block_size));
   if (r == 0 && (!tags || !old || !hit || !firsts))
     r = tc_error(ENOMEM, "image %s: out of memory", t->name);
-  if (r < 0) {
-    batch_free(&b);
-    free(tags);
-    free(old);
-    free(hit);
-    free(firsts);
-    return r;
-  }
+  if (r < 0)
+    goto out;
   if (lock_groups(t, g0, g1) < 0) {
-    batch_free(&b);
-    free(tags);
-    free(old);
-    free(hit);
-    free(firsts);
-    return -1;
+    r = -1;
+    goto out;
   }
   for (uint64_t g = g0; g <= g1 && r == 0; g++) {
     r = batch_add(&b, TC_OBJ_READ, t->inode, tag_sector(g), 1, tags + (g - g0) * SECTOR);
@@ -488,6 +478,7 @@ tc_integrity_write(struct tc_integrity *t, const struct tc_objstore *os, uint32_
       tc_warn("image %s: clearing the first-write marks of its tags: %s", t->name, tc_last_error());
   }
   unlock_groups(t, g0, g1);
+out:
   batch_free(&b);
   free(tags);
   free(old);
