@@ -57,6 +57,47 @@ write_pools(struct tc_kv *kv, const struct tc_pools *pools, int64_t mod)
   return rv;
 }
 
+/* One change to the pool list, in a compare-and-swap loop: change(pools,
+ * arg) edits the list read from the KV and returns 1 to write it, -1
+ * (having printed why) to stop; the list is read again and the change
+ * made again while somebody else's write comes between. done(arg) prints
+ * the result once written. The exit status: 0 written, 1 not. */
+static int
+update_pools(const char *cmd, struct tc_config *cfg, int (*change)(struct tc_pools *pools, void *arg),
+             void (*done)(void *arg), void *arg)
+{
+  struct tc_kv *kv = tc_kv_new_from_config(cfg);
+  if (!kv) {
+    fprintf(stderr, "tromcho %s: %s\n", cmd, tc_last_error());
+    return 1;
+  }
+  int w = 0;
+  for (int tries = 0; tries < CAS_TRIES && w == 0; tries++) {
+    struct tc_pools pools;
+    int64_t mod;
+    if (read_pools(kv, &pools, &mod) < 0) {
+      fprintf(stderr, "tromcho %s: %s\n", cmd, tc_last_error());
+      w = -1;
+      break;
+    }
+    w = change(&pools, arg);
+    if (w == 1) {
+      /* 0: somebody else changed the pools meanwhile: read again. */
+      w = write_pools(kv, &pools, mod);
+      if (w < 0)
+        fprintf(stderr, "tromcho %s: %s\n", cmd, tc_last_error());
+    }
+    tc_pools_free(&pools);
+  }
+  tc_kv_free(kv);
+  if (w == 0)
+    fprintf(stderr, "tromcho %s: the pool list kept changing (%d tries); try again\n", cmd, CAS_TRIES);
+  if (w != 1)
+    return 1;
+  done(arg);
+  return 0;
+}
+
 static int
 parse_uint(const char *cmd, const char *opt, const char *text, uint32_t *v)
 {
@@ -69,6 +110,80 @@ parse_uint(const char *cmd, const char *opt, const char *text, uint32_t *v)
   }
   *v = (uint32_t) n;
   return 0;
+}
+
+/* pool-create's change: the pool (arg) added under the lowest free id. */
+static int
+add_pool(struct tc_pools *pools, void *arg)
+{
+  struct tc_pool *p = arg;
+  const struct tc_pool *same = tc_pools_find_name(pools, p->name);
+  if (same) {
+    fprintf(stderr, "tromcho pool-create: a pool named '%s' already exists (id %u)\n", p->name, same->id);
+    return -1;
+  }
+  uint32_t id = 1;
+  for (size_t i = 0; i < pools->n; i++)
+    if (pools->v[i].id == id)
+      id++;
+  if (id > TC_POOL_MAX_ID) {
+    fprintf(stderr, "tromcho pool-create: no free pool id (all %d are used)\n", TC_POOL_MAX_ID);
+    return -1;
+  }
+  struct tc_pool *v = realloc(pools->v, (pools->n + 1) * sizeof *v);
+  if (!v) {
+    fprintf(stderr, "tromcho pool-create: out of memory\n");
+    return -1;
+  }
+  pools->v = v;
+  p->id = id;
+  struct tc_pool *n = &v[pools->n++];
+  *n = *p;
+  n->name = strdup(p->name);
+  n->creator_group = p->creator_group ? strdup(p->creator_group) : NULL;
+  if (!n->name || (p->creator_group && !n->creator_group)) {
+    fprintf(stderr, "tromcho pool-create: out of memory\n");
+    return -1;
+  }
+  return 1;
+}
+
+static void
+added_pool(void *arg)
+{
+  const struct tc_pool *p = arg;
+  printf("Pool %s created with id %u\n", p->name, p->id);
+}
+
+struct pool_rm {
+  const char *name;
+  uint32_t id;   /* the removed pool's */
+};
+
+/* pool-rm's change: the pool named arg->name taken out. */
+static int
+remove_pool(struct tc_pools *pools, void *arg)
+{
+  struct pool_rm *rm = arg;
+  const struct tc_pool *p = tc_pools_find_name(pools, rm->name);
+  if (!p) {
+    fprintf(stderr, "tromcho pool-rm: no pool named '%s'\n", rm->name);
+    return -1;
+  }
+  rm->id = p->id;
+  size_t i = (size_t) (p - pools->v);
+  free(pools->v[i].name);
+  free(pools->v[i].creator_group);
+  memmove(&pools->v[i], &pools->v[i + 1], (pools->n - i - 1) * sizeof *pools->v);
+  pools->n--;
+  return 1;
+}
+
+static void
+removed_pool(void *arg)
+{
+  const struct pool_rm *rm = arg;
+  printf("Pool %s (id %u) removed\n", rm->name, rm->id);
 }
 
 int
@@ -150,62 +265,7 @@ cmd_pool_create(int argc, char **argv, struct tc_config *cfg)
     fprintf(stderr, "tromcho pool-create: %s\n", tc_last_error());
     return 1;
   }
-  struct tc_kv *kv = tc_kv_new_from_config(cfg);
-  if (!kv) {
-    fprintf(stderr, "tromcho pool-create: %s\n", tc_last_error());
-    return 1;
-  }
-  int status = 1;
-  for (int tries = 0; tries < CAS_TRIES; tries++) {
-    struct tc_pools pools;
-    int64_t mod;
-    if (read_pools(kv, &pools, &mod) < 0) {
-      fprintf(stderr, "tromcho pool-create: %s\n", tc_last_error());
-      break;
-    }
-    if (tc_pools_find_name(&pools, p.name)) {
-      fprintf(stderr, "tromcho pool-create: a pool named '%s' already exists (id %u)\n", p.name,
-              tc_pools_find_name(&pools, p.name)->id);
-      tc_pools_free(&pools);
-      break;
-    }
-    /* The lowest free id. */
-    uint32_t id = 1;
-    for (size_t i = 0; i < pools.n; i++)
-      if (pools.v[i].id == id)
-        id++;
-    if (id > TC_POOL_MAX_ID) {
-      fprintf(stderr, "tromcho pool-create: no free pool id (all %d are used)\n", TC_POOL_MAX_ID);
-      tc_pools_free(&pools);
-      break;
-    }
-    p.id = id;
-    struct tc_pool *v = realloc(pools.v, (pools.n + 1) * sizeof *v);
-    if (!v) {
-      fprintf(stderr, "tromcho pool-create: out of memory\n");
-      tc_pools_free(&pools);
-      break;
-    }
-    pools.v = v;
-    pools.v[pools.n] = p;
-    pools.v[pools.n].name = strdup(p.name);
-    pools.v[pools.n].creator_group = p.creator_group ? strdup(p.creator_group) : NULL;
-    pools.n++;
-    int w = write_pools(kv, &pools, mod);
-    tc_pools_free(&pools);
-    if (w < 0) {
-      fprintf(stderr, "tromcho pool-create: %s\n", tc_last_error());
-      break;
-    }
-    if (w == 1) {
-      printf("Pool %s created with id %u\n", p.name, id);
-      status = 0;
-      break;
-    }
-    /* Somebody else changed the pools: read again. */
-  }
-  tc_kv_free(kv);
-  return status;
+  return update_pools("pool-create", cfg, add_pool, added_pool, &p);
 }
 
 int
@@ -215,46 +275,8 @@ cmd_pool_rm(int argc, char **argv, struct tc_config *cfg)
     fprintf(stderr, "tromcho pool-rm: usage: pool-rm NAME\n");
     return 1;
   }
-  const char *name = argv[1];
-  struct tc_kv *kv = tc_kv_new_from_config(cfg);
-  if (!kv) {
-    fprintf(stderr, "tromcho pool-rm: %s\n", tc_last_error());
-    return 1;
-  }
-  int status = 1;
-  for (int tries = 0; tries < CAS_TRIES; tries++) {
-    struct tc_pools pools;
-    int64_t mod;
-    if (read_pools(kv, &pools, &mod) < 0) {
-      fprintf(stderr, "tromcho pool-rm: %s\n", tc_last_error());
-      break;
-    }
-    const struct tc_pool *p = tc_pools_find_name(&pools, name);
-    if (!p) {
-      fprintf(stderr, "tromcho pool-rm: no pool named '%s'\n", name);
-      tc_pools_free(&pools);
-      break;
-    }
-    uint32_t id = p->id;
-    size_t i = (size_t) (p - pools.v);
-    free(pools.v[i].name);
-    free(pools.v[i].creator_group);
-    memmove(&pools.v[i], &pools.v[i + 1], (pools.n - i - 1) * sizeof *pools.v);
-    pools.n--;
-    int w = write_pools(kv, &pools, mod);
-    tc_pools_free(&pools);
-    if (w < 0) {
-      fprintf(stderr, "tromcho pool-rm: %s\n", tc_last_error());
-      break;
-    }
-    if (w == 1) {
-      printf("Pool %s (id %u) removed\n", name, id);
-      status = 0;
-      break;
-    }
-  }
-  tc_kv_free(kv);
-  return status;
+  struct pool_rm rm = { .name = argv[1] };
+  return update_pools("pool-rm", cfg, remove_pool, removed_pool, &rm);
 }
 
 int
