@@ -617,19 +617,23 @@ kv_server_start(struct tc_config *cfg, const struct kv_backend *b)
    * MHD's own limit is only a backstop above them (the closing sockets
    * count until MHD has closed them). */
   const char *trust_pem = gw_trust_pem(srv->trust);
+  /* The HTTPS options only with HTTPS: MHD prints a warning to stderr for
+   * each one given to a plain HTTP daemon. */
+  struct MHD_OptionItem opts[] = {
+    { MHD_OPTION_THREAD_POOL_SIZE, (intptr_t) threads, NULL },
+    { MHD_OPTION_NOTIFY_COMPLETED, (intptr_t) on_completed, srv },
+    { MHD_OPTION_NOTIFY_CONNECTION, (intptr_t) conn_guard_notify, srv->guard },
+    { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t) gw_mhd_log, (void *) "KV API" },
+    { MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t) lim.idle_timeout_s, NULL },
+    { MHD_OPTION_CONNECTION_LIMIT, (intptr_t) (2 * lim.max_conns + 2 * threads), NULL },
+    { srv->https ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, srv->cert_pem },
+    { MHD_OPTION_HTTPS_MEM_KEY, 0, srv->key_pem },
+    { MHD_OPTION_HTTPS_MEM_TRUST, 0, (void *) trust_pem },
+    { MHD_OPTION_END, 0, NULL },
+  };
   srv->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET |
                             MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (srv->https ? MHD_USE_TLS : 0),
-                            0, NULL, NULL, on_request, srv,
-                            MHD_OPTION_HTTPS_MEM_CERT, srv->https ? srv->cert_pem : NULL,
-                            MHD_OPTION_HTTPS_MEM_KEY, srv->https ? srv->key_pem : NULL,
-                            MHD_OPTION_HTTPS_MEM_TRUST, srv->https ? trust_pem : NULL,
-                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned) threads,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-                            MHD_OPTION_NOTIFY_CONNECTION, conn_guard_notify, srv->guard,
-                            MHD_OPTION_EXTERNAL_LOGGER, gw_mhd_log, (void *) "KV API",
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) lim.idle_timeout_s,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned) (2 * lim.max_conns + 2 * threads),
-                            MHD_OPTION_END);
+                            0, NULL, NULL, on_request, srv, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
   if (!srv->d) {
     close(srv->fd);
     server_free(srv);

@@ -168,4 +168,21 @@ expect_fail 'options cert and pkey: with use_perms the admin API works as the ga
   --antietcd_cert "$P/antietcd.crt" --antietcd_key "$P/antietcd.key" --client_ca "$P/client_ca.crt" \
   --server_cert "$P/antietcd.crt" --server_pkey "$P/antietcd.key"
 expect_fail 'server_cert/server_pkey' g --server_cert "$P/antietcd.crt" --server_pkey "$P/alice.key"
+: > "$TESTDIR/empty.pem"
+head -c 1100000 /dev/zero > "$TESTDIR/big.pem"
+expect_fail 'option server_cert/server_pkey: load certificate .*/empty.pem' g --server_cert "$TESTDIR/empty.pem" \
+  --server_pkey "$P/antietcd.key"
+# A plain-HTTP gateway starts without libmicrohttpd's warnings about
+# HTTPS options (it was given them, empty, before).
+timeout 3 tromcho-gateway --config "$TESTDIR/empty.conf" --gateway_address 127.0.0.1:0 --gateway_data "$TESTDIR/g3" \
+  --gateway_monitor false > "$TESTDIR/plain.out" 2>&1 || true
+grep -q 'KV API on http://' "$TESTDIR/plain.out" || fail "the plain-HTTP gateway did not start: $(tail -3 "$TESTDIR/plain.out")"
+! grep -q 'MHD' "$TESTDIR/plain.out" || fail "libmicrohttpd warns at start: $(grep MHD "$TESTDIR/plain.out" | head -1)"
+# The PEM files of both HTTP services are read by one function (listen.c).
+expect_fail 'option antietcd_cert: .*/empty.pem is empty' g --antietcd_cert "$TESTDIR/empty.pem" \
+  --antietcd_key "$P/antietcd.key"
+expect_fail 'option antietcd_cert: cannot read .*/big.pem: larger than 1 MiB' g --antietcd_cert "$TESTDIR/big.pem" \
+  --antietcd_key "$P/antietcd.key"
+expect_fail 'option antietcd_key: cannot read .*/none.key: No such file' g --antietcd_cert "$P/antietcd.crt" \
+  --antietcd_key "$TESTDIR/none.key"
 echo "test-admin-api: ok"
