@@ -68,7 +68,7 @@ cmd_describe(int argc, char **argv, struct tc_config *cfg)
   int npos;
   const struct cli_opt opts[] = {
     { "--json", NULL, NULL, &json }, { "--pool", NULL, &pool_s, NULL }, { "--osd", NULL, &osd_s, NULL },
-    { "--object-state", NULL, &state_s, NULL }, { "--timeout", NULL, &timeout_s, NULL }, { NULL }
+    { "--object-state", NULL, &state_s, NULL }, { "--timeout", NULL, &timeout_s, NULL }, { 0 }
   };
   if (cli_parse("describe", argc, argv, opts, pos, 0, &npos) < 0)
     return 1;

@@ -37,7 +37,7 @@ cmd_image_create(int argc, char **argv, struct tc_config *cfg)
     { "--size", "-s", &size, NULL }, { "--pool", "-p", &o.pool, NULL }, { "--enc_key", NULL, &o.enc_key, NULL },
     { "--owner", NULL, &o.owner, NULL }, { "--owner_group", NULL, &o.owner_group, NULL },
     { "--reader_group", NULL, &o.reader_group, NULL }, { "--parent", NULL, &o.parent, NULL },
-    { "--integrity", NULL, NULL, &o.integrity }, { NULL },
+    { "--integrity", NULL, NULL, &o.integrity }, { 0 },
   };
   if (cli_parse("create", argc, argv, opts, pos, 1, &npos) < 0)
     return 1;
@@ -74,7 +74,7 @@ cmd_image_snap_create(int argc, char **argv, struct tc_config *cfg)
 {
   const char *pos[1], *enc_key = NULL;
   int npos;
-  const struct cli_opt opts[] = { { "--enc_key", NULL, &enc_key, NULL }, { NULL } };
+  const struct cli_opt opts[] = { { "--enc_key", NULL, &enc_key, NULL }, { 0 } };
   if (cli_parse("snap-create", argc, argv, opts, pos, 1, &npos) < 0)
     return 1;
   if (npos != 1) {
@@ -110,7 +110,7 @@ cmd_image_clone(int argc, char **argv, struct tc_config *cfg)
   const struct cli_opt opts[] = {
     { "--pool", "-p", &o.pool, NULL }, { "--enc_key", NULL, &o.enc_key, NULL },
     { "--owner", NULL, &o.owner, NULL }, { "--owner_group", NULL, &o.owner_group, NULL },
-    { "--reader_group", NULL, &o.reader_group, NULL }, { "--integrity", NULL, NULL, &o.integrity }, { NULL },
+    { "--reader_group", NULL, &o.reader_group, NULL }, { "--integrity", NULL, NULL, &o.integrity }, { 0 },
   };
   if (cli_parse("clone", argc, argv, opts, pos, 2, &npos) < 0)
     return 1;

@@ -226,7 +226,7 @@ cmd_image_ls(int argc, char **argv, struct tc_config *cfg)
   bool json = false;
   const char *pos[1];
   int npos;
-  const struct cli_opt opts[] = { { "--json", NULL, NULL, &json }, { NULL } };
+  const struct cli_opt opts[] = { { "--json", NULL, NULL, &json }, { 0 } };
   if (cli_parse("ls", argc, argv, opts, pos, 0, &npos) < 0)
     return 1;
   if (cli_api_enabled(cfg))
@@ -264,7 +264,7 @@ cmd_image_info(int argc, char **argv, struct tc_config *cfg)
   bool json = false;
   const char *pos[1];
   int npos;
-  const struct cli_opt opts[] = { { "--json", NULL, NULL, &json }, { NULL } };
+  const struct cli_opt opts[] = { { "--json", NULL, NULL, &json }, { 0 } };
   if (cli_parse("info", argc, argv, opts, pos, 1, &npos) < 0)
     return 1;
   if (npos != 1) {

@@ -62,7 +62,7 @@ cmd_image_modify(int argc, char **argv, struct tc_config *cfg)
     { "--resize", NULL, &resize, NULL }, { "--rename", NULL, &o.rename, NULL },
     { "--readonly", NULL, NULL, &ro }, { "--readwrite", NULL, NULL, &rw },
     { "--owner", NULL, &o.owner, NULL }, { "--owner_group", NULL, &o.owner_group, NULL },
-    { "--reader_group", NULL, &o.reader_group, NULL }, { "--rekey", NULL, &rekey, NULL }, { NULL },
+    { "--reader_group", NULL, &o.reader_group, NULL }, { "--rekey", NULL, &rekey, NULL }, { 0 },
   };
   if (cli_parse("modify", argc, argv, opts, pos, 1, &npos) < 0)
     return 1;
@@ -111,7 +111,7 @@ cmd_image_flatten(int argc, char **argv, struct tc_config *cfg)
 {
   const char *pos[1];
   int npos;
-  const struct cli_opt opts[] = { { NULL } };
+  const struct cli_opt opts[] = { { 0 } };
   if (cli_parse("flatten", argc, argv, opts, pos, 1, &npos) < 0)
     return 1;
   if (npos != 1) {
@@ -144,7 +144,7 @@ cmd_image_rm(int argc, char **argv, struct tc_config *cfg)
   const char *pos[1];
   bool shred = false;
   int npos;
-  const struct cli_opt opts[] = { { "--shred", NULL, NULL, &shred }, { NULL } };
+  const struct cli_opt opts[] = { { "--shred", NULL, NULL, &shred }, { 0 } };
   if (cli_parse("rm", argc, argv, opts, pos, 1, &npos) < 0)
     return 1;
   if (npos != 1) {

@@ -116,7 +116,7 @@ cmd_scrub(int argc, char **argv, struct tc_config *cfg)
   int npos;
   const struct cli_opt opts[] = {
     { "--json", NULL, NULL, &json }, { "--wait", NULL, NULL, &wait }, { "--pool", NULL, &pool_s, NULL },
-    { "--pg", NULL, &pg_s, NULL }, { "--osd", NULL, &osd_s, NULL }, { "--timeout", NULL, &timeout_s, NULL }, { NULL }
+    { "--pg", NULL, &pg_s, NULL }, { "--osd", NULL, &osd_s, NULL }, { "--timeout", NULL, &timeout_s, NULL }, { 0 }
   };
   if (cli_parse("scrub", argc, argv, opts, pos, 0, &npos) < 0)
     return 1;

@@ -84,7 +84,7 @@ cmd_status(int argc, char **argv, struct tc_config *cfg)
   bool json = false;
   const char *pos[1];
   int npos;
-  const struct cli_opt opts[] = { { "--json", NULL, NULL, &json }, { NULL } };
+  const struct cli_opt opts[] = { { "--json", NULL, NULL, &json }, { 0 } };
   if (cli_parse("status", argc, argv, opts, pos, 0, &npos) < 0)
     return 1;
   struct tc_client *cl = cli_client("status", cfg);

@@ -14,6 +14,7 @@
 
 _Static_assert(TC_POOL_MAX_BLOCK_SIZE == TC_OSD_MAX_OP_BYTES, "a pool's object fits one OSD operation");
 
+static int bad(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int
 bad(char *err, size_t errlen, int code, const char *fmt, ...)
 {

@@ -23,10 +23,10 @@ static inline void tc_cleanup_errno(int *e) { errno = *e; }
 /* errno as it is here comes back when the enclosing scope ends, whatever the
  * cleanup calls after this line do to it (after a return's value is taken):
  *   if (r < 0) { KEEP_ERRNO; store_free(st); return -1; } */
-#define KEEP_ERRNO __attribute__((cleanup(tc_cleanup_errno))) int TC_CONCAT(_errno_, __LINE__) = errno
+#define KEEP_ERRNO __attribute__((cleanup(tc_cleanup_errno), unused)) int TC_CONCAT(_errno_, __LINE__) = errno
 /* Holds mutex m until the end of the enclosing scope. */
 #define SCOPED_LOCK(m) \
-  __attribute__((cleanup(tc_cleanup_unlock))) pthread_mutex_t *TC_CONCAT(_lock_, __LINE__) = \
+  __attribute__((cleanup(tc_cleanup_unlock), unused)) pthread_mutex_t *TC_CONCAT(_lock_, __LINE__) = \
     (pthread_mutex_lock(m), (m))
 
 #endif
