@@ -51,6 +51,7 @@ row(const char *name, long ops, double secs, size_t bytes_per_op)
   fflush(stdout);
 }
 
+static void die(const char *what) __attribute__((noreturn));
 static void
 die(const char *what)
 {

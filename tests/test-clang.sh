@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every C file of the daemons, tools and libraries compiles under clang
-# (the compiler of the fuzzing build, ./configure --enable-fuzzing CC=clang)
-# with this build's warnings as errors. The build itself uses gcc, so
+# Every C file of the daemons, tools, libraries, tests and benchmarks
+# compiles under clang (the compiler of the fuzzing build, ./configure
+# --enable-fuzzing CC=clang) with this build's warnings as errors. The build itself uses gcc, so
 # without this a clang-only error lands unseen: __builtin_cpu_supports("vaes"),
 # which clang 14 does not know, stopped the fuzzing build for a day.
 # Syntax only (clang -fsyntax-only): about ten seconds for the whole tree.
@@ -23,18 +23,19 @@ for m in fuse/Makefile gateway/Makefile nbdkit-plugin/Makefile common/kv/Makefil
 done
 inc="-I$bld"
 for d in common/util common/crypto common/msgr common/kv common/cluster common/image store osd gateway cli fuse \
-         nbdkit-plugin; do
+         nbdkit-plugin tests; do
   inc="$inc -I$src/$d"
 done
 n=0 bad=0
 # shellcheck disable=SC2086
 for c in "$src"/common/*/*.c "$src"/store/*.c "$src"/osd/*.c "$src"/gateway/*.c "$src"/cli/*.c "$src"/fuse/*.c \
-         "$src"/nbdkit-plugin/*.c; do
+         "$src"/nbdkit-plugin/*.c "$src"/tests/*.c "$src"/tests/fuzz/*.c "$src"/bench/*.c; do
   extra=
   case $c in
     (*_vaes.c) extra="-mavx2 -maes -mpclmul -mvaes -mvpclmulqdq" ;;
     (*/xxh3_impl.c) extra="-DTC_XXH_SUFFIX=avx2 -DXXH_VECTOR=XXH_AVX2 -mavx2" ;;
     (*/common/crypto/*) extra="-DTC_HAVE_VAES" ;;
+    (*/tests/fuzz/*) extra="-DTC_FUZZ_NAME=\"x\"" ;;
   esac
   n=$((n + 1))
   # shellcheck disable=SC2086

@@ -264,8 +264,14 @@ test_xts_cross(void)
           "tc_random: %s", tc_last_error());
     size_t len = 16 * (1 + (round < 40 ? (size_t) round : r % (MAX / 16)));
     CHECK(tc_random(pt, len) == 0, "tc_random");
+    g = v = NULL;
     CHECK(tc_xts_new_impl(&g, key, TC_XTS_GNUTLS) == 0 && tc_xts_new_impl(&v, key, TC_XTS_VAES) == 0,
           "tc_xts_new_impl: %s", tc_last_error());
+    if (!g || !v) {
+      tc_xts_free(g);
+      tc_xts_free(v);
+      break;
+    }
     CHECK(tc_xts_encrypt_unit(g, tweak, pt, a, len) == 0, "gnutls: %s", tc_last_error());
     memcpy(b, pt, len);
     CHECK(tc_xts_encrypt_unit(v, tweak, b, b, len) == 0 && memcmp(a, b, len) == 0,
