@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Every C file of the daemons, tools, libraries, tests and benchmarks
 # compiles under clang (the compiler of the fuzzing build, ./configure
-# --enable-fuzzing CC=clang) with this build's warnings as errors. The build itself uses gcc, so
-# without this a clang-only error lands unseen: __builtin_cpu_supports("vaes"),
-# which clang 14 does not know, stopped the fuzzing build for a day.
-# Syntax only (clang -fsyntax-only): about ten seconds for the whole tree.
+# --enable-fuzzing CC=clang) with this build's warnings as errors. The
+# build itself uses gcc, so without this a clang-only error lands unseen:
+# __builtin_cpu_supports("vaes"), which clang 14 does not know, stopped
+# the fuzzing build for a day. Syntax only (clang -fsyntax-only): about
+# fifteen seconds for the whole tree.
 . "${top_srcdir:-..}/tests/functions.sh"
 set -e
 requires clang
