@@ -82,8 +82,8 @@ update_pools(const char *cmd, struct tc_config *cfg, int (*change)(struct tc_poo
     }
     w = change(&pools, arg);
     if (w == 1) {
-      /* 0: somebody else changed the pools meanwhile: read again. */
       w = write_pools(kv, &pools, mod);
+      /* 0: somebody else changed the pools meanwhile: read again. */
       if (w < 0)
         fprintf(stderr, "tromcho %s: %s\n", cmd, tc_last_error());
     }

@@ -678,7 +678,7 @@ test_hmac_sha256(void)
   }
 }
 
-/* --- XXH3-64 against Debian's libxxhash --------------------------------- */
+/* --- the CPU's flags, as the kernel lists them -------------------------- */
 
 /* Whether /proc/cpuinfo's first "flags" line holds every flag of the
  * space-separated list: 1 or 0, -1 where it cannot be read. */
@@ -718,6 +718,8 @@ cpuinfo_has_all(const char *list)
   fclose(f);
   return r;
 }
+
+/* --- XXH3-64 against Debian's libxxhash --------------------------------- */
 
 /* Whether this CPU can run each build. */
 static int
