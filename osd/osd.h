@@ -260,6 +260,9 @@ struct osd {
   uint64_t instances;        /* PG instance counter */
   uint64_t epochs;           /* peering epoch counter (every PG's peerings) */
   unsigned ticks;            /* seconds ticked (osd_main.c) */
+  /* Peers lost (marked down) while holding SEC_WRITEs not yet synced
+   * there, counted: a kill -9 takes such writes with it (osd_peers.c). */
+  uint64_t unsynced_lost;
   struct osd_lock *locks;
   size_t n_locks, locks_cap;
   struct osd_local_write *lw_head, *lw_tail;   /* osd_local.c: local writes not yet run */
@@ -325,6 +328,11 @@ extern struct osd *osd_metrics_current;
 struct osd_client {
   int refs;
   struct tc_msgr_conn *c;    /* NULL once closed */
+  /* o->unsynced_lost when this client's last SYNC was answered (or its
+   * first request came): a SYNC finding it behind answers -EAGAIN, so the
+   * client writes its unsynced writes again (osd_primary_sync.c). */
+  uint64_t lost_seen;
+  bool lost_seen_set;
 };
 struct osd_client *osd_client_get(struct tc_msgr_conn *c);   /* takes a reference */
 void osd_client_put(struct osd_client *cl);

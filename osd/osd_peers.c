@@ -53,7 +53,13 @@ osd_peer_mark_down(struct osd *o, uint64_t osd_num, int err)
     return;
   tc_warn("osd %" PRIu64 ": peer osd %" PRIu64 " is down (%s)", o->osd_num, osd_num, strerror(err > 0 ? err : -err));
   p->down = true;
-  p->dirty = false;
+  if (p->dirty) {
+    /* It acknowledged writes it may not hold any more (a kill -9 loses
+     * what was not synced): no SYNC may say they are durable until the
+     * clients wrote them again (osd_primary_sync.c). */
+    o->unsynced_lost++;
+    p->dirty = false;
+  }
   p->state_rev = osd_state_rev(o, osd_num);
   probe_later(o, p);
   repeer_with(o, osd_num);

@@ -2,7 +2,13 @@
  * local store, then SEC_SYNC to every peer written since its last one. A
  * secondary that fails its SEC_SYNC is marked down (its PGs re-peer without
  * it) and the SYNC answers -EAGAIN: the client retries, and the next SYNC
- * covers the members that remain. The local sync runs on the sync thread
+ * covers the members that remain. A peer lost while it held unsynced
+ * writes (marked down while dirty: a kill -9 took them) makes the next
+ * SYNC of every client answer -EAGAIN too, once: those writes may now be
+ * on fewer than pg_minsize copies, here alone or nowhere, and the client
+ * writes its unsynced writes again (its replay) before it syncs; before,
+ * the SYNC skipped the lost peer and said durable what one copy held.
+ * The local sync runs on the sync thread
  * (osd_sync.c) at the same time as the secondaries' (the flushes overlap):
  * the SYNC costs one replicated commit, not two in a row. */
 #include <config.h>
@@ -77,8 +83,22 @@ osd_primary_sync(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr
     return;
   }
   p->pending = 1;
+  if (cl->lost_seen != o->unsynced_lost) {
+    tc_warn("osd %" PRIu64 ": SYNC: a peer was lost with unsynced writes; the client writes its own again",
+            o->osd_num);
+    cl->lost_seen = o->unsynced_lost;
+    p->failed++;
+  }
   size_t npeers = o->n_peers;
   for (size_t i = 0; i < npeers; i++) {
+    if (o->peers[i].dirty && (o->peers[i].down || !o->peers[i].conn)) {
+      /* No connection to sync it on: as lost (osd_peer_mark_down). */
+      o->peers[i].dirty = false;
+      o->unsynced_lost++;
+      cl->lost_seen = o->unsynced_lost;
+      p->failed++;
+      continue;
+    }
     if (!o->peers[i].dirty || o->peers[i].down || !o->peers[i].conn)
       continue;
     o->peers[i].dirty = false;

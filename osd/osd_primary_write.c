@@ -297,7 +297,15 @@ primary_write(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr *h
     return;
   }
   if (r->replay_version && ob->version >= r->replay_version) {
-    /* A replay the object holds already, or something newer over it. */
+    /* A replay the object holds already, or something newer over it. The
+     * client syncs next: the members with a current copy are synced with
+     * us (theirs may be as unsynced as the write replayed). */
+    for (uint32_t s = 0; s < pg->size; s++)
+      if ((good >> s & 1) && (int) s != pg->my_slot) {
+        struct osd_peer *peer = osd_peer_get(o, pg->osd_set[s]);
+        if (peer)
+          peer->dirty = true;
+      }
     o->replays_skipped++;
     osd_client_reply_flags(cl, hdr, 0, ob->version, TC_OSD_FLAG_REPLAY);
     return;

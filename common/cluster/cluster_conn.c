@@ -25,6 +25,13 @@ link_cb(struct tc_msgr_conn *c, int event, int err, void *arg)
   }
   if (l->conn == c) {
     l->conn = NULL;
+    struct tc_cluster *cl = l->cl;
+    for (size_t i = 0; i < cl->ndirty && !cl->unsynced_lost; i++)
+      if (cl->dirty[i] == l->id) {
+        tc_debug("cluster: lost the connection to OSD %" PRIu64 ", which took unsynced writes: the next sync "
+                 "writes them again first", l->id);
+        cl->unsynced_lost = true;
+      }
     /* Our call timeout or the handshake's: the OSD is silent to us. */
     l->timed_out = err == -ETIMEDOUT;
     tc_debug("cluster: connection to OSD %" PRIu64 " closed: %s", l->id, err ? strerror(-err) : "closed");
@@ -48,6 +55,7 @@ cluster_link_get(struct tc_cluster *cl, uint64_t id)
     if (!(l = calloc(1, sizeof *l)))
       return NULL;
     l->id = id;
+    l->cl = cl;
     l->next = cl->links;
     cl->links = l;
   }

@@ -517,6 +517,11 @@ cluster_cop_start_sync(struct cop *cop, bool all)
     for (size_t i = 0; i < cl->map->n_osds && !lost; i++)
       lost = dirty_add(cl, cl->map->osds[i].id) < 0;
   cop->resync = false;
+  if (cl->unsynced_lost && !all) {
+    /* A written OSD's connection closed since: replay, then sync all. */
+    cl->unsynced_lost = false;
+    cop->resync = true;
+  }
   cop->all_round = all;
   cop->sync_seq = cl->log.seq;
   size_t n = cl->ndirty;

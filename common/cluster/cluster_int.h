@@ -26,6 +26,7 @@ struct osd_link {
   struct tc_msgr_conn *conn;   /* NULL: not connected */
   uint64_t last_connect;       /* ms: reconnect at most every RECONNECT_MS */
   bool timed_out;              /* the last connection closed on a timeout (a silent OSD), none up since */
+  struct tc_cluster *cl;
   struct osd_link *next;
 };
 
@@ -109,6 +110,10 @@ struct tc_cluster {
   uint64_t *dirty;             /* OSDs written since the last SYNC */
   size_t ndirty, dirty_cap;
   bool dirty_lost;             /* dirty could not grow: the next SYNC syncs every OSD */
+  /* The connection to an OSD of dirty closed: it may have restarted and
+   * lost what it acknowledged unsynced, and its new self would sync
+   * without it; the next SYNC replays the log first (cluster_conn.c). */
+  bool unsynced_lost;
   /* Acknowledged writes not yet covered by a SYNC, oldest first: replayed
    * when an OSD that took some of them is lost before the SYNC. */
   struct tc_ulog log;
