@@ -311,6 +311,54 @@ test_random_against_model(void)
       wrong++;
   CHECK(wrong == 0, "replay gives the newest byte everywhere (%d wrong)", wrong);
   CHECK(overlaps_agree(&log), "overlapping entries agree");
+  /* A read laid over with the log (tc_ulog_overlay) gives the newest byte
+   * where inode 1 was written and leaves the rest as the OSDs returned it
+   * (0xee here), whatever the range: aligned or not, across windows. */
+  int over_wrong = 0, applied = 0;
+  for (int i = 0; i < 400; i++) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    uint32_t len = i % 2 ? S * (1 + (uint32_t) (x % 32)) : 1 + (uint32_t) (x % sizeof buf);
+    uint64_t off = i % 2 ? (x >> 16) % (SPAN / S - len / S) * S : (x >> 16) % (SPAN - len);
+    if (i % 37 == 0)
+      off = (1 << 20) - 3 * S;
+    memset(buf, 0xee, len);
+    applied += tc_ulog_overlay(&log, 1, off, len, buf, NULL) > 0;
+    for (uint32_t k = 0; k < len; k++)
+      if (buf[k] != (written[off + k] ? model[off + k] : 0xee))
+        over_wrong++;
+  }
+  CHECK(over_wrong == 0 && applied > 300, "reads laid over with the log give the newest bytes (%d wrong, %d of 400 "
+        "ranges touched)", over_wrong, applied);
+  tc_ulog_clear(&log);
+  memset(buf, 0xee, S);
+  CHECK(tc_ulog_overlay(&log, 1, 0, S, buf, NULL) == 0 && buf[0] == 0xee, "an empty log changes no read");
+}
+
+/* The sectors a read reports present after the overlay: a write's are, a
+ * DELETE's are not, the others stay as the OSDs said. */
+static void
+test_overlay_bitmap(void)
+{
+  struct tc_ulog log = { 0 };
+  uint8_t *a = pattern(S, 0xaa), *p = pattern(10, 0xcc);
+  CHECK(a && p, "memory");
+  CHECK(write_acked(&log, 1, S, S, a, false) == 0, "write sector 1");
+  CHECK(write_acked(&log, 1, 2 * S, 2 * S, NULL, false) == 0, "delete sectors 2 and 3");
+  CHECK(write_acked(&log, 1, 5 * S + 100, 10, p, true) == 0, "partial write in sector 5");
+  CHECK(write_acked(&log, 9, 0, 8 * S, NULL, false) == 0, "delete all of another inode");
+  static uint8_t buf[8 * S];
+  memset(buf, 0x11, sizeof buf);
+  uint8_t bm = 0x0d | 0x40;   /* sectors 0, 2, 3 and 6 present */
+  CHECK(tc_ulog_overlay(&log, 1, 0, 8 * S, buf, &bm) == 3, "three entries laid over");
+  CHECK(bm == (0x01 | 0x02 | 0x20 | 0x40), "bitmap %#x: sectors 0, 1, 5 and 6 present", bm);
+  CHECK(buf[0] == 0x11 && buf[S] == 0xaa && buf[2 * S] == 0 && buf[4 * S - 1] == 0 && buf[4 * S] == 0x11 &&
+        buf[5 * S + 99] == 0x11 && buf[5 * S + 100] == 0xcc && buf[5 * S + 109] == 0xcc && buf[5 * S + 110] == 0x11,
+        "bytes: written, zeros where deleted, the rest as read");
+  bm = 0;
+  CHECK(tc_ulog_overlay(&log, 1, S, 2 * S, NULL, &bm) == 2 && bm == 0x01, "a bitmap-only read of sectors 1-2: %#x",
+        bm);
+  free(a);
+  free(p);
   tc_ulog_clear(&log);
 }
 
@@ -532,6 +580,7 @@ main(void)
   test_bytes_already_in_record();
   test_split_without_memory();
   test_random_against_model();
+  test_overlay_bitmap();
   test_versions();
   test_mapped_reuse();
   test_pool_holds_a_dirty_window();

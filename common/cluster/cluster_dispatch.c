@@ -177,6 +177,12 @@ cop_complete(struct cop *cop)
   }
   struct tc_objop *op = cop->op;
   op->result = cop->error;
+  /* What this client wrote and no SYNC covers yet reads as written, even
+   * where an OSD that took it died and the replay has not written it
+   * again yet (tc_ulog_overlay). */
+  if (!cop->error && (op->code == TC_OBJ_READ || op->code == TC_OBJ_BITMAP))
+    tc_ulog_overlay(&cl->log, op->inode, op->offset, op->len, op->code == TC_OBJ_READ ? op->buf : NULL,
+                    op->bitmap);
   cluster_cop_free(cop);
   op->done(op);
 }

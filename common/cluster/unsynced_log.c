@@ -443,6 +443,68 @@ tc_ulog_add_durable(struct tc_ulog *log, struct tc_ulog_entry *n, const void *da
   return r;
 }
 
+/* Bits [from, to) of bm set (on) or cleared. */
+static void
+bits_set(uint8_t *bm, uint64_t from, uint64_t to, bool on)
+{
+  for (uint64_t i = from; i < to; i++) {
+    if (on)
+      bm[i / 8] |= (uint8_t) (1u << (i % 8));
+    else
+      bm[i / 8] &= (uint8_t) ~(1u << (i % 8));
+  }
+}
+
+static void
+overlay_one(const struct tc_ulog_entry *u, uint64_t offset, uint64_t end, uint8_t *buf, uint8_t *bitmap)
+{
+  uint64_t from = u->offset > offset ? u->offset : offset;
+  uint64_t to = u->offset + u->len < end ? u->offset + u->len : end;
+  if (buf) {
+    if (u->data)
+      memcpy(buf + (from - offset), u->data + (from - u->offset), to - from);
+    else
+      memset(buf + (from - offset), 0, to - from);
+  }
+  if (!bitmap || offset % 4096)
+    return;
+  if (u->data)   /* a sector any byte of a write touched exists */
+    bits_set(bitmap, (from - offset) / 4096, (to - offset + 4095) / 4096, true);
+  else           /* a DELETE covers whole sectors */
+    bits_set(bitmap, (from - offset + 4095) / 4096, (to - offset) / 4096, false);
+}
+
+size_t
+tc_ulog_overlay(const struct tc_ulog *log, uint64_t inode, uint64_t offset, uint32_t len, uint8_t *buf,
+                uint8_t *bitmap)
+{
+  if (!log->head || len == 0)
+    return 0;
+  uint64_t end = offset + len;
+  size_t n = 0;
+  if (!log->nslots) {   /* no index: the whole log */
+    for (const struct tc_ulog_entry *u = log->head; u; u = u->next)
+      if (u->inode == inode && u->offset < end && offset < u->offset + u->len) {
+        overlay_one(u, offset, end, buf, bitmap);
+        n++;
+      }
+    return n;
+  }
+  /* Each window's chain (entries within one window) and the wide chain. */
+  for (uint64_t win = offset >> WIN_SHIFT; win <= (end - 1) >> WIN_SHIFT; win++)
+    for (const struct tc_ulog_entry *u = log->slots[slot_of(log, inode, win)]; u; u = u->cnext)
+      if (u->inode == inode && u->offset >> WIN_SHIFT == win && u->offset < end && offset < u->offset + u->len) {
+        overlay_one(u, offset, end, buf, bitmap);
+        n++;
+      }
+  for (const struct tc_ulog_entry *u = log->wide; u; u = u->cnext)
+    if (u->inode == inode && u->offset < end && offset < u->offset + u->len) {
+      overlay_one(u, offset, end, buf, bitmap);
+      n++;
+    }
+  return n;
+}
+
 void
 tc_ulog_trim(struct tc_ulog *log, uint64_t upto)
 {
