@@ -67,7 +67,11 @@
  *               reply: version as WRITE.
  *   SYNC        any OSD; no arguments. Makes durable every write and delete
  *               this OSD acknowledged (locally and on the secondaries it
- *               sent them to). reply: status 0.
+ *               sent them to). reply: status 0; -EAGAIN when a secondary
+ *               failed its SEC_SYNC, or was lost holding unsynced writes
+ *               since the caller's last SYNC (once per such loss): what it
+ *               took may now be on fewer than pg_minsize copies, and the
+ *               client writes its unsynced writes again, then syncs.
  *   SCRUB       obj view: inode, offset (the object). Compares the replicas'
  *               versions and sector checksums and repairs bad or stale
  *               copies from a good one. reply (scrub view): status =
