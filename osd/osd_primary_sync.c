@@ -47,6 +47,9 @@ sop_done(struct tc_msgr_req *req, int err, void *arg)
     size_t i = (size_t) (req - p->reqs);
     tc_warn("osd %" PRIu64 ": SEC_SYNC on osd %" PRIu64 " failed: %s", p->b.o->osd_num, p->osds[i], strerror(-st));
     p->failed++;
+    /* Other clients' unsynced writes there may be gone too. */
+    p->b.o->unsynced_lost++;
+    p->b.cl->lost_seen = p->b.o->unsynced_lost;
     osd_peer_mark_down(p->b.o, p->osds[i], -st);
   }
   if (--p->pending == 0)

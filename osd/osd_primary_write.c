@@ -134,6 +134,7 @@ wop_sub_done(struct tc_msgr_req *req, int err, void *arg)
     /* Written there but not durable: as a failed SEC_SYNC of a SYNC. */
     tc_warn("osd %" PRIu64 ": SEC_SYNC on osd %" PRIu64 " for a FUA write failed: %s", o->osd_num, w->osds[i],
             strerror(-st));
+    o->unsynced_lost++;   /* what others wrote there unsynced may be gone (osd_primary_sync.c) */
     osd_peer_mark_down(o, w->osds[i], -st);
   }
   else if (st < 0) {
