@@ -14,7 +14,7 @@
 . "$top_srcdir/tests/cluster-functions.sh"
 . "$top_srcdir/tests/nbd-functions.sh"
 requires_plain_plugin
-requires tromcho tromcho-osd nbdkit nbdsh cmp python3
+requires tromcho tromcho-osd nbdkit nbdsh cmp python3 pkill
 [ -f "$PLUGIN" ] || fail "plugin not built: $PLUGIN"
 
 start_kv
@@ -30,7 +30,9 @@ start_nbdkit srv -- config="$CONF"
 nbdsh -c "
 import os, time
 def wait(f):
+    t0 = time.monotonic()
     while not os.path.exists('$TESTDIR/' + f):
+        assert time.monotonic() - t0 < 120, 'no %s after 120 s' % f
         time.sleep(0.05)
 h = nbd.NBD()
 h.connect_uri('$(uri srv img)')
@@ -45,7 +47,8 @@ h.flush()
 h.shutdown()
 " 2>"$TESTDIR/client.err" &
 client=$!
-cleanup_fn "kill $client 2>/dev/null || true"
+# the python under the nbdsh wrapper is the subshell's child
+cleanup_fn "pkill -P $client 2>/dev/null; kill $client 2>/dev/null || true"
 wait_for test -e "$TESTDIR/written" || fail "the write did not complete: $(cat "$TESTDIR/client.err")"
 stop_osd 2 -9
 stop_osd 1 -9

@@ -18,7 +18,7 @@
 . "$top_srcdir/tests/cluster-functions.sh"
 . "$top_srcdir/tests/nbd-functions.sh"
 requires_plain_plugin
-requires tromcho tromcho-osd nbdkit nbdsh cmp python3
+requires tromcho tromcho-osd nbdkit nbdsh cmp python3 pkill
 [ -f "$PLUGIN" ] || fail "plugin not built: $PLUGIN"
 
 start_kv
@@ -38,7 +38,9 @@ h = nbd.NBD()
 h.connect_uri('$(uri srv img)')
 h.pwrite(open('$TESTDIR/w', 'rb').read(), 0)
 open('$TESTDIR/written', 'w').close()
+t0 = time.monotonic()
 while not os.path.exists('$TESTDIR/go'):
+    assert time.monotonic() - t0 < 120, 'no go after 120 s'
     time.sleep(0.05)
 t = time.monotonic()
 h.flush()
@@ -46,7 +48,8 @@ open('$TESTDIR/flushed', 'w').write('%.1f' % (time.monotonic() - t))
 h.shutdown()
 " 2>"$TESTDIR/writer.err" &
 writer=$!
-cleanup_fn "kill $writer 2>/dev/null || true"
+# the python under the nbdsh wrapper is the subshell's child
+cleanup_fn "pkill -P $writer 2>/dev/null; kill $writer 2>/dev/null || true"
 wait_for test -e "$TESTDIR/written" || fail "the write did not complete: $(cat "$TESTDIR/writer.err")"
 stop_osd 2 -9
 echo "the write is acknowledged; osd 2 killed -9"

@@ -38,13 +38,27 @@ pattern(uint32_t len, uint8_t v)
 
 /* Record an acknowledged write the way the cluster client does: reserve
  * before sending, add when acknowledged. */
+static uint64_t versions;   /* the version the OSD gives each write: one more each time */
+
 static int
 write_acked(struct tc_ulog *log, uint64_t inode, uint64_t off, uint32_t len, const uint8_t *data, bool partial)
 {
   struct tc_ulog_entry *e = tc_ulog_reserve(log, inode, off, len, data != NULL, partial);
   if (!e)
     return -2;
+  e->version = ++versions;
   return tc_ulog_add(log, e, data);
+}
+
+/* byte_after_replay with only the entries newer than version: -1 where none. */
+static int
+byte_newer_than(const struct tc_ulog *log, uint64_t b, uint64_t version)
+{
+  int v = -1;
+  for (const struct tc_ulog_entry *u = log->head; u; u = u->next)
+    if (u->inode == 1 && u->version > version && b >= u->offset && b < u->offset + u->len)
+      v = u->data ? u->data[b - u->offset] : 0;
+  return v;
 }
 
 /* Whether the log, replayed over zeroed memory in log order, leaves byte b
@@ -322,16 +336,35 @@ test_random_against_model(void)
     if (i % 37 == 0)
       off = (1 << 20) - 3 * S;
     memset(buf, 0xee, len);
-    applied += tc_ulog_overlay(&log, 1, off, len, buf, NULL) > 0;
+    applied += tc_ulog_overlay(&log, 1, off, len, 0, buf, NULL, 0) > 0;
     for (uint32_t k = 0; k < len; k++)
       if (buf[k] != (written[off + k] ? model[off + k] : 0xee))
         over_wrong++;
   }
   CHECK(over_wrong == 0 && applied > 300, "reads laid over with the log give the newest bytes (%d wrong, %d of 400 "
         "ranges touched)", over_wrong, applied);
+  /* An object as new as an entry holds it, or what another process wrote
+   * over it since: only the entries newer than the read's version lay. */
+  over_wrong = 0;
+  int kept = 0;
+  for (int i = 0; i < 200; i++) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    uint32_t len = S * (1 + (uint32_t) (x % 32));
+    uint64_t off = (x >> 16) % (SPAN / S - len / S) * S;
+    uint64_t version = versions - OPS / 2 + (x >> 40) % OPS;
+    memset(buf, 0xee, len);
+    tc_ulog_overlay(&log, 1, off, len, version, buf, NULL, 0);
+    for (uint32_t k = 0; k < len; k++) {
+      int v = byte_newer_than(&log, off + k, version);
+      over_wrong += buf[k] != (v < 0 ? 0xee : v);
+      kept += v < 0 && written[off + k];
+    }
+  }
+  CHECK(over_wrong == 0 && kept > 0, "reads at a version lay only the newer entries (%d wrong, %d bytes kept as read)",
+        over_wrong, kept);
   tc_ulog_clear(&log);
   memset(buf, 0xee, S);
-  CHECK(tc_ulog_overlay(&log, 1, 0, S, buf, NULL) == 0 && buf[0] == 0xee, "an empty log changes no read");
+  CHECK(tc_ulog_overlay(&log, 1, 0, S, 0, buf, NULL, 0) == 0 && buf[0] == 0xee, "an empty log changes no read");
 }
 
 /* The sectors a read reports present after the overlay: a write's are, a
@@ -348,15 +381,19 @@ test_overlay_bitmap(void)
   CHECK(write_acked(&log, 9, 0, 8 * S, NULL, false) == 0, "delete all of another inode");
   static uint8_t buf[8 * S];
   memset(buf, 0x11, sizeof buf);
+  uint64_t v0 = versions - 4;   /* the first of the four writes above */
   uint8_t bm = 0x0d | 0x40;   /* sectors 0, 2, 3 and 6 present */
-  CHECK(tc_ulog_overlay(&log, 1, 0, 8 * S, buf, &bm) == 3, "three entries laid over");
+  CHECK(tc_ulog_overlay(&log, 1, 0, 8 * S, v0, buf, &bm, 0) == 3, "three entries laid over");
   CHECK(bm == (0x01 | 0x02 | 0x20 | 0x40), "bitmap %#x: sectors 0, 1, 5 and 6 present", bm);
   CHECK(buf[0] == 0x11 && buf[S] == 0xaa && buf[2 * S] == 0 && buf[4 * S - 1] == 0 && buf[4 * S] == 0x11 &&
         buf[5 * S + 99] == 0x11 && buf[5 * S + 100] == 0xcc && buf[5 * S + 109] == 0xcc && buf[5 * S + 110] == 0x11,
         "bytes: written, zeros where deleted, the rest as read");
-  bm = 0;
-  CHECK(tc_ulog_overlay(&log, 1, S, 2 * S, NULL, &bm) == 2 && bm == 0x01, "a bitmap-only read of sectors 1-2: %#x",
-        bm);
+  uint16_t bm2 = 0x8;
+  CHECK(tc_ulog_overlay(&log, 1, S, 2 * S, v0, NULL, (uint8_t *) &bm2, 2) == 2 && bm2 == 0x4,
+        "a bitmap-only read of sectors 1-2 at bit 2: %#x", bm2);
+  memset(buf, 0x11, sizeof buf);
+  CHECK(tc_ulog_overlay(&log, 1, 0, 8 * S, v0 + 2, buf, NULL, 0) == 1 && buf[S] == 0x11 && buf[2 * S] == 0x11 &&
+        buf[5 * S + 100] == 0xcc, "at the delete's version only the partial write after it lays");
   free(a);
   free(p);
   tc_ulog_clear(&log);

@@ -177,12 +177,6 @@ cop_complete(struct cop *cop)
   }
   struct tc_objop *op = cop->op;
   op->result = cop->error;
-  /* What this client wrote and no SYNC covers yet reads as written, even
-   * where an OSD that took it died and the replay has not written it
-   * again yet (tc_ulog_overlay). */
-  if (!cop->error && (op->code == TC_OBJ_READ || op->code == TC_OBJ_BITMAP))
-    tc_ulog_overlay(&cl->log, op->inode, op->offset, op->len, op->code == TC_OBJ_READ ? op->buf : NULL,
-                    op->bitmap);
   cluster_cop_free(cop);
   op->done(op);
 }
@@ -276,6 +270,14 @@ sreq_done(struct tc_msgr_req *req, int err, void *arg)
       if (r == 0 && op->bitmap)
         set_bits(op->bitmap, (sr->off - op->offset) / TC_SECTOR, tc_osd_hdr_of(&req->reply).reply.bitmap,
                  sr->len / TC_SECTOR);
+      /* What this client wrote and no SYNC covers yet, and the object
+       * does not hold (its version is older: every OSD that took the write
+       * died and the replay has not written it again yet), reads as
+       * written (tc_ulog_overlay). */
+      if (r == 0)
+        tc_ulog_overlay(&cl->log, op->inode, sr->off, sr->len, tc_osd_hdr_of(&req->reply).reply.version,
+                        op->code == TC_OBJ_READ ? (uint8_t *) op->buf + (sr->off - op->offset) : NULL, op->bitmap,
+                        (sr->off - op->offset) / TC_SECTOR);
     }
     else {
       /* FUA answered with the flag: durable on its replicas, so neither a

@@ -456,7 +456,8 @@ bits_set(uint8_t *bm, uint64_t from, uint64_t to, bool on)
 }
 
 static void
-overlay_one(const struct tc_ulog_entry *u, uint64_t offset, uint64_t end, uint8_t *buf, uint8_t *bitmap)
+overlay_one(const struct tc_ulog_entry *u, uint64_t offset, uint64_t end, uint8_t *buf, uint8_t *bitmap,
+            uint64_t bit0)
 {
   uint64_t from = u->offset > offset ? u->offset : offset;
   uint64_t to = u->offset + u->len < end ? u->offset + u->len : end;
@@ -469,14 +470,21 @@ overlay_one(const struct tc_ulog_entry *u, uint64_t offset, uint64_t end, uint8_
   if (!bitmap || offset % 4096)
     return;
   if (u->data)   /* a sector any byte of a write touched exists */
-    bits_set(bitmap, (from - offset) / 4096, (to - offset + 4095) / 4096, true);
+    bits_set(bitmap, bit0 + (from - offset) / 4096, bit0 + (to - offset + 4095) / 4096, true);
   else           /* a DELETE covers whole sectors */
-    bits_set(bitmap, (from - offset + 4095) / 4096, (to - offset) / 4096, false);
+    bits_set(bitmap, bit0 + (from - offset + 4095) / 4096, bit0 + (to - offset) / 4096, false);
+}
+
+/* Whether u is to be laid over a read of [offset, end) of inode at version. */
+static bool
+overlays(const struct tc_ulog_entry *u, uint64_t inode, uint64_t offset, uint64_t end, uint64_t version)
+{
+  return u->inode == inode && u->version > version && u->offset < end && offset < u->offset + u->len;
 }
 
 size_t
-tc_ulog_overlay(const struct tc_ulog *log, uint64_t inode, uint64_t offset, uint32_t len, uint8_t *buf,
-                uint8_t *bitmap)
+tc_ulog_overlay(const struct tc_ulog *log, uint64_t inode, uint64_t offset, uint32_t len, uint64_t version,
+                uint8_t *buf, uint8_t *bitmap, uint64_t bit0)
 {
   if (!log->head || len == 0)
     return 0;
@@ -484,8 +492,8 @@ tc_ulog_overlay(const struct tc_ulog *log, uint64_t inode, uint64_t offset, uint
   size_t n = 0;
   if (!log->nslots) {   /* no index: the whole log */
     for (const struct tc_ulog_entry *u = log->head; u; u = u->next)
-      if (u->inode == inode && u->offset < end && offset < u->offset + u->len) {
-        overlay_one(u, offset, end, buf, bitmap);
+      if (overlays(u, inode, offset, end, version)) {
+        overlay_one(u, offset, end, buf, bitmap, bit0);
         n++;
       }
     return n;
@@ -493,13 +501,13 @@ tc_ulog_overlay(const struct tc_ulog *log, uint64_t inode, uint64_t offset, uint
   /* Each window's chain (entries within one window) and the wide chain. */
   for (uint64_t win = offset >> WIN_SHIFT; win <= (end - 1) >> WIN_SHIFT; win++)
     for (const struct tc_ulog_entry *u = log->slots[slot_of(log, inode, win)]; u; u = u->cnext)
-      if (u->inode == inode && u->offset >> WIN_SHIFT == win && u->offset < end && offset < u->offset + u->len) {
-        overlay_one(u, offset, end, buf, bitmap);
+      if (u->offset >> WIN_SHIFT == win && overlays(u, inode, offset, end, version)) {
+        overlay_one(u, offset, end, buf, bitmap, bit0);
         n++;
       }
   for (const struct tc_ulog_entry *u = log->wide; u; u = u->cnext)
-    if (u->inode == inode && u->offset < end && offset < u->offset + u->len) {
-      overlay_one(u, offset, end, buf, bitmap);
+    if (overlays(u, inode, offset, end, version)) {
+      overlay_one(u, offset, end, buf, bitmap, bit0);
       n++;
     }
   return n;

@@ -84,16 +84,21 @@ int tc_ulog_add(struct tc_ulog *log, struct tc_ulog_entry *e, const void *data);
  * a replay must not bring back what the durable write replaced. Takes e
  * (always). Returns 0 or -ENOMEM as tc_ulog_add. */
 int tc_ulog_add_durable(struct tc_ulog *log, struct tc_ulog_entry *e, const void *data);
-/* A read of [offset, offset + len) of inode came back from the OSDs into
- * buf (NULL: a bitmap-only read) and bitmap (1 bit a 4 KiB sector of the
- * range, LSB first; NULL: none): lay over it what the log holds there,
- * the bytes of its writes and the zeros of its deletes, sectors marked
- * present or absent. An OSD that took an unsynced write and died lost it
- * until the replay writes it again; meanwhile the client still reads what
- * it wrote. Overlapping entries hold the same bytes (tc_ulog_add), so the
- * order does not matter. Returns how many entries it applied. */
-size_t tc_ulog_overlay(const struct tc_ulog *log, uint64_t inode, uint64_t offset, uint32_t len, uint8_t *buf,
-                       uint8_t *bitmap);
+/* A read of [offset, offset + len) of inode, within one object, came back
+ * from the OSDs at object version `version` into buf (NULL: a bitmap-only
+ * read) and bitmap (1 bit a 4 KiB sector, LSB first, bit bit0 for the
+ * sector at offset; NULL: none): lay over it what the log's entries newer
+ * than that version hold there (the bytes of writes, the zeros of deletes,
+ * the sectors present or absent). Versions only grow (a later primary's
+ * start above an earlier one's), so an object older than an entry lost
+ * that write (every OSD that took it died before the replay writes it
+ * again), while one as new or newer holds it or what another process wrote
+ * over it since, which must win. Entries without a version (an OSD from
+ * before versions) are not laid. Overlapping entries hold the same bytes
+ * (tc_ulog_add), so the order does not matter. Returns how many entries it
+ * applied. */
+size_t tc_ulog_overlay(const struct tc_ulog *log, uint64_t inode, uint64_t offset, uint32_t len, uint64_t version,
+                       uint8_t *buf, uint8_t *bitmap, uint64_t bit0);
 /* A SYNC covering seq <= upto succeeded: forget those. */
 void tc_ulog_trim(struct tc_ulog *log, uint64_t upto);
 /* Forget everything (the client is going away). */
