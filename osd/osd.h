@@ -333,6 +333,11 @@ struct osd_client {
    * client writes its unsynced writes again (osd_primary_sync.c). */
   uint64_t lost_seen;
   bool lost_seen_set;
+  /* o->unsynced_lost at its first replayed write (TC_OSD_FLAG_REPLAY)
+   * since its last SYNC: the losses up to there are what it is writing
+   * again, so that SYNC need not send it back to replay once more. */
+  uint64_t replay_floor;
+  bool replayed;
 };
 struct osd_client *osd_client_get(struct tc_msgr_conn *c);   /* takes a reference */
 void osd_client_put(struct osd_client *cl);

@@ -146,6 +146,10 @@ dispatch(struct osd *o, struct tc_msgr_conn *c, const struct tc_frame_hdr *hdr, 
       cl->lost_seen_set = true;
       cl->lost_seen = o->unsynced_lost;
     }
+    if (r->replay_version && !cl->replayed) {
+      cl->replayed = true;
+      cl->replay_floor = o->unsynced_lost;
+    }
     if (r->op == TC_OP_WRITE || r->op == TC_OP_DELETE)
       osd_primary_write(o, cl, hdr, r, payload, tc_msgr_take_sealed(c));
     else if (r->op == TC_OP_WRITE_PARTIAL || r->op == TC_OP_WRITE_IF)

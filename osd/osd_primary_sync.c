@@ -8,6 +8,8 @@
  * on fewer than pg_minsize copies, here alone or nowhere, and the client
  * writes its unsynced writes again (its replay) before it syncs; before,
  * the SYNC skipped the lost peer and said durable what one copy held.
+ * A client that replayed since counts as having seen the losses before
+ * its replay began (struct osd_client), so one loss costs one replay.
  * The local sync runs on the sync thread
  * (osd_sync.c) at the same time as the secondaries' (the flushes overlap):
  * the SYNC costs one replicated commit, not two in a row. */
@@ -86,6 +88,11 @@ osd_primary_sync(struct osd *o, struct osd_client *cl, const struct tc_frame_hdr
     return;
   }
   p->pending = 1;
+  if (cl->replayed) {   /* its replay covers the losses before it began */
+    if (cl->replay_floor > cl->lost_seen)
+      cl->lost_seen = cl->replay_floor;
+    cl->replayed = false;
+  }
   if (cl->lost_seen != o->unsynced_lost) {
     tc_warn("osd %" PRIu64 ": SYNC: a peer was lost with unsynced writes; the client writes its own again",
             o->osd_num);

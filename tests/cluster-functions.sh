@@ -89,3 +89,15 @@ feed_paused () {
   while [ ! -e "$TESTDIR/go" ]; do sleep 0.05; done
   tail -c +$((($1 << 20) + 1)) "$TESTDIR/src"
 }
+
+# start_one_pg_rep3: pool 1 of one PG, 3 replicas (pg_minsize 2) on OSDs 1,
+# 2 and 3, led by osd 1; the encrypted 16 MiB image img; $TESTDIR/w, 1 MiB
+# of random bytes to write (the unsynced-write tests).
+start_one_pg_rep3 () {
+  make_pool 1 1 3 2
+  local n
+  for n in 1 2 3; do start_osd $n; done
+  set_pgs 1 1 "1 2 3"
+  tromcho create img -s 16M --enc_key auto >/dev/null || fail "create img"
+  head -c $((1 << 20)) /dev/urandom > "$TESTDIR/w"
+}

@@ -53,3 +53,22 @@ uri () { echo "nbd+unix:///$2?socket=$TESTDIR/$1.sock"; }
 nbdsh () {
   if /usr/bin/python3 -c 'import nbd' 2>/dev/null; then /usr/bin/python3 -m nbd "$@"; else command nbdsh "$@"; fi
 }
+
+# nbd_script_bg NAME SCRIPT: run the python SCRIPT under nbdsh in the
+# background (stderr to $TESTDIR/NAME.err, PID in NBD_SCRIPT_PID), stopped
+# on every exit path; SCRIPT may call wait(F): until $TESTDIR/F exists,
+# failing after 120 s (a script waiting for a step never stays behind).
+nbd_script_bg () {
+  local name=$1
+  nbdsh -c "
+import os, time
+def wait(f):
+    t0 = time.monotonic()
+    while not os.path.exists('$TESTDIR/' + f):
+        assert time.monotonic() - t0 < 120, 'no %s after 120 s' % f
+        time.sleep(0.05)
+$2" 2>"$TESTDIR/$name.err" &
+  NBD_SCRIPT_PID=$!
+  # the python under the nbdsh wrapper is the subshell's child
+  cleanup_fn "pkill -P $NBD_SCRIPT_PID 2>/dev/null; kill $NBD_SCRIPT_PID 2>/dev/null || true"
+}

@@ -19,21 +19,11 @@ requires tromcho tromcho-osd nbdkit nbdsh cmp python3 pkill
 
 start_kv
 OP_TIMEOUT=60 write_conf
-make_pool 1 1 3 2
-for n in 1 2 3; do start_osd $n; done
-set_pgs 1 1 "1 2 3"
-tromcho create img -s 16M --enc_key auto >/dev/null || fail "create"
-head -c $((1 << 20)) /dev/urandom > "$TESTDIR/w"
+start_one_pg_rep3
 
 stop_osd 3 -9
 start_nbdkit srv -- config="$CONF"
-nbdsh -c "
-import os, time
-def wait(f):
-    t0 = time.monotonic()
-    while not os.path.exists('$TESTDIR/' + f):
-        assert time.monotonic() - t0 < 120, 'no %s after 120 s' % f
-        time.sleep(0.05)
+nbd_script_bg client "
 h = nbd.NBD()
 h.connect_uri('$(uri srv img)')
 w = open('$TESTDIR/w', 'rb').read()
@@ -45,10 +35,8 @@ open('$TESTDIR/readdone', 'w').close()
 wait('go2')
 h.flush()
 h.shutdown()
-" 2>"$TESTDIR/client.err" &
-client=$!
-# the python under the nbdsh wrapper is the subshell's child
-cleanup_fn "pkill -P $client 2>/dev/null; kill $client 2>/dev/null || true"
+"
+client=$NBD_SCRIPT_PID
 wait_for test -e "$TESTDIR/written" || fail "the write did not complete: $(cat "$TESTDIR/client.err")"
 stop_osd 2 -9
 stop_osd 1 -9

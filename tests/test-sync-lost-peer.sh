@@ -23,33 +23,23 @@ requires tromcho tromcho-osd nbdkit nbdsh cmp python3 pkill
 
 start_kv
 OP_TIMEOUT=60 write_conf
-make_pool 1 1 3 2
-for n in 1 2 3; do start_osd $n; done
-set_pgs 1 1 "1 2 3"
-tromcho create img -s 16M --enc_key auto >/dev/null || fail "create"
-head -c $((1 << 20)) /dev/urandom > "$TESTDIR/w"
+start_one_pg_rep3
 
 stop_osd 3 -9
 start_nbdkit srv -- config="$CONF"
 # The writer: write, say so, wait for go, flush, say so (with the time).
-nbdsh -c "
-import os, time
+nbd_script_bg writer "
 h = nbd.NBD()
 h.connect_uri('$(uri srv img)')
 h.pwrite(open('$TESTDIR/w', 'rb').read(), 0)
 open('$TESTDIR/written', 'w').close()
-t0 = time.monotonic()
-while not os.path.exists('$TESTDIR/go'):
-    assert time.monotonic() - t0 < 120, 'no go after 120 s'
-    time.sleep(0.05)
+wait('go')
 t = time.monotonic()
 h.flush()
 open('$TESTDIR/flushed', 'w').write('%.1f' % (time.monotonic() - t))
 h.shutdown()
-" 2>"$TESTDIR/writer.err" &
-writer=$!
-# the python under the nbdsh wrapper is the subshell's child
-cleanup_fn "pkill -P $writer 2>/dev/null; kill $writer 2>/dev/null || true"
+"
+writer=$NBD_SCRIPT_PID
 wait_for test -e "$TESTDIR/written" || fail "the write did not complete: $(cat "$TESTDIR/writer.err")"
 stop_osd 2 -9
 echo "the write is acknowledged; osd 2 killed -9"
