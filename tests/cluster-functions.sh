@@ -90,10 +90,13 @@ feed_paused () {
   tail -c +$((($1 << 20) + 1)) "$TESTDIR/src"
 }
 
-# start_one_pg_rep3: pool 1 of one PG, 3 replicas (pg_minsize 2) on OSDs 1,
-# 2 and 3, led by osd 1; the encrypted 16 MiB image img; $TESTDIR/w, 1 MiB
-# of random bytes to write (the unsynced-write tests).
+# start_one_pg_rep3: the KV, the config (60 s operation timeout), pool 1 of
+# one PG, 3 replicas (pg_minsize 2) on OSDs 1, 2 and 3, led by osd 1; the
+# encrypted 16 MiB image img; $TESTDIR/w, 1 MiB of random bytes to write
+# (the unsynced-write tests). Needs kv-functions.sh.
 start_one_pg_rep3 () {
+  start_kv
+  OP_TIMEOUT=60 write_conf
   make_pool 1 1 3 2
   local n
   for n in 1 2 3; do start_osd $n; done

@@ -17,8 +17,6 @@ requires_plain_plugin
 requires tromcho tromcho-osd nbdkit nbdsh cmp python3 pkill
 [ -f "$PLUGIN" ] || fail "plugin not built: $PLUGIN"
 
-start_kv
-OP_TIMEOUT=60 write_conf
 start_one_pg_rep3
 
 stop_osd 3 -9
