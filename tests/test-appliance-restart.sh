@@ -2,7 +2,8 @@
 # ./appliance up supervises its daemons: an OSD killed with -9 while fio
 # writes and verifies through NBD is restarted with a log line and
 # `tromcho status`, and the NBD client sees no error; killed again at once,
-# it comes back after a longer backoff; SIGTERM still stops everything.
+# it comes back after a longer backoff; two OSDs killed together both come
+# back; SIGTERM still stops everything.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/functions.sh"
 requires nbdinfo nbdcopy fio curl python3 pgrep
 [ "$top_srcdir" = "$top_builddir" ] || skip out-of-tree "./appliance up needs an in-tree build"
@@ -57,6 +58,21 @@ kill -9 "$NEW"
 WAIT_SECS=30 wait_for restarted 2 || { cat "$LOG"; fail "second exit not logged"; }
 grep -q "osd2 (pid $NEW) exited.*restart #2 in 2s" "$LOG" || { cat "$LOG"; fail "no backoff on the second restart"; }
 WAIT_SECS=30 wait_for osd_running 2 || fail "OSD 2 not restarted the second time"
+
+# Two OSDs killed together: the second dies while the supervisor waits out
+# the first one's backoff (or prints the status after it), so the shell
+# reaps it then, and `wait -n` used to forget it: never restarted.
+P1=$(osd_pid 1) P2=$(osd_pid 2)
+[ -n "$P1" ] && [ -n "$P2" ] || fail "OSDs 1 and 2 are not both running"
+kill -9 "$P1"
+sleep 0.3
+kill -9 "$P2"
+exited () { grep -q "osd$1 (pid $2) exited.*killed by signal 9 (KILL)" "$LOG"; }
+WAIT_SECS=40 wait_for exited 1 "$P1" || { cat "$LOG"; fail "the exit of OSD 1 was not logged"; }
+WAIT_SECS=40 wait_for exited 2 "$P2" || { cat "$LOG"; fail "the exit of OSD 2, killed during OSD 1's backoff, was not seen"; }
+back () { local p; p=$(osd_pid "$1"); [ -n "$p" ] && [ "$p" != "$2" ]; }
+WAIT_SECS=40 wait_for back 1 "$P1" || { cat "$LOG"; fail "OSD 1 not restarted"; }
+WAIT_SECS=40 wait_for back 2 "$P2" || { cat "$LOG"; fail "OSD 2 not restarted after dying during OSD 1's backoff"; }
 
 # The cluster is whole again: every image reads back, and the NBD export is up.
 nbdinfo --size "$URI" >/dev/null || fail "nbdkit is not serving after the restarts"
