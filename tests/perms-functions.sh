@@ -20,14 +20,28 @@ start_secure_gateway () {
   GW_LOG=$dir/log
   local -a store=(--gateway_data "$dir/data")
   [ -z "${GW_ETCD_PROXY:-}" ] || store=(--etcd_proxy "$GW_ETCD_PROXY")
-  tromcho-gateway --config "$P/tromcho.conf" --use_perms true --gateway_address "127.0.0.1:$port" \
-    "${store[@]}" --gateway_bootstrap_admin admin --gateway_monitor "${KV_MONITOR:-true}" \
-    --log_level info >>"$GW_LOG" 2>&1 &
-  echo $! > "$dir/pid"
-  cleanup_fn "stop_pid $(cat "$dir/pid")"
+  printf '%q ' tromcho-gateway --config "$P/tromcho.conf" --use_perms true --gateway_address "127.0.0.1:$port" \
+    "${store[@]}" --gateway_bootstrap_admin admin --gateway_monitor "${KV_MONITOR:-true}" --log_level info >"$dir/cmd"
   KV_CURL_OPTS="--cacert $P/antietcd.crt --cert $P/admin.crt --key $P/admin.key"
+  cleanup_fn 'test ! -f "$TESTDIR/gw/pid" || stop_pid "$(cat "$TESTDIR/gw/pid")"'
+  secure_gateway_spawn
+}
+
+# secure_gateway_spawn: (re)start the gateway of start_secure_gateway, same
+# port, store and options; secure_gateway_kill: kill -9 it.
+secure_gateway_spawn () {
+  local dir=$TESTDIR/gw
+  ( eval "exec $(cat "$dir/cmd")" ) >>"$GW_LOG" 2>&1 &
+  echo $! > "$dir/pid"
   # shellcheck disable=SC2086
   WAIT_SECS=30 wait_for curl -sf $KV_CURL_OPTS "$KV_URL/health" || { cat "$GW_LOG" >&2; fail "gateway did not start"; }
+}
+secure_gateway_kill () {
+  local pid
+  pid=$(cat "$TESTDIR/gw/pid")
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  rm -f "$TESTDIR/gw/pid"
 }
 
 # curl_as ID ARGS...: curl as identity ID: anyone (no certificate), osd,

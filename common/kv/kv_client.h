@@ -294,8 +294,10 @@ void tc_kv_loop_wakeup(struct tc_kv *kv);
 typedef void (*tc_kv_lease_lost_fn)(void *arg, int64_t lease_id);
 struct tc_kv_lease_keeper;
 /* Keep lease alive every ttl/3 seconds in a thread of its own until
- * stopped. If the server says it is gone, or no endpoint renews it for a
- * whole TTL, call lost (once) and stop renewing. granted_ms: tc_now_ms()
+ * stopped. If the server says it is gone, call lost (once) and stop
+ * renewing. While no endpoint answers, tc_kv_lease_keeper_until_ms runs
+ * out (the lease is not held) but the keeper keeps trying the same lease:
+ * a KV that restarted gives it a whole TTL again. granted_ms: tc_now_ms()
  * (CLOCK_MONOTONIC) taken before the grant was sent, 0 for now. */
 struct tc_kv_lease_keeper *tc_kv_lease_keeper_start(struct tc_kv *kv, int64_t lease_id, int64_t ttl,
                                                     uint64_t granted_ms, tc_kv_lease_lost_fn lost, void *arg);

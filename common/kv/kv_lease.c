@@ -116,8 +116,8 @@ static void *
 keeper_thread(void *arg)
 {
   struct tc_kv_lease_keeper *k = arg;
-  double last_ok = kv_now_s(), period = k->ttl / 3.0;
-  bool silent = false;
+  double last_ok = kv_now_s(), last_warn = 0, period = k->ttl / 3.0;
+  bool silent = false, unanswered = false;
   if (period < 0.2)
     period = 0.2;
   for (;;) {
@@ -134,24 +134,42 @@ keeper_thread(void *arg)
         return NULL;
     }
     if (!holder_alive(k, &silent)) {
-      last_ok = kv_now_s();   /* a renewal that fails once it beats again says lost, not the silence */
+      last_ok = kv_now_s();   /* the silence is the holder's, not the KV's */
       continue;
     }
     int64_t ttl;
     uint64_t sent = (uint64_t) (kv_now_s() * 1000);
     if (tc_kv_lease_keepalive(k->kv, k->id, &ttl) == 0) {
+      if (unanswered)
+        tc_warn("kv: lease %" PRIx64 " renewed again after %.1f s without an answer", (uint64_t) k->id,
+                kv_now_s() - last_ok);
+      unanswered = false;
       last_ok = kv_now_s();
       set_until(k, sent, ttl > 0 ? ttl : k->ttl);
       continue;
     }
     int err = errno;
-    tc_warn("kv: keeping lease %" PRIx64 " alive: %s", (uint64_t) k->id, tc_last_error());
-    if (err == ENOENT || kv_now_s() - last_ok > (double) k->ttl) {
-      __atomic_store_n(&k->until_ms, 0, __ATOMIC_RELEASE);   /* gone early (revoked, a KV that forgot it) */
+    if (err == ENOENT) {
+      tc_warn("kv: keeping lease %" PRIx64 " alive: %s", (uint64_t) k->id, tc_last_error());
+      __atomic_store_n(&k->until_ms, 0, __ATOMIC_RELEASE);   /* gone (expired, revoked, a KV that forgot it) */
       if (k->lost)
         k->lost(k->arg, k->id);
       return NULL;
     }
+    /* No answer (a KV restarting, a link down): until_ms runs out by
+     * itself and the holder stops counting on the lease, but the lease is
+     * not known to be gone. A KV that restarted restores its leases with
+     * a whole TTL (etcd does so on taking the lead, tromcho-gateway when
+     * it loads its store): renewing the same lease then holds it again at
+     * once, where a new one could not take the holder's keys before the
+     * old one ran out. The server's own answer says when it is gone. */
+    double now = kv_now_s();
+    if (!unanswered || now - last_warn >= 10) {   /* at most every 10 s while it lasts */
+      tc_warn("kv: keeping lease %" PRIx64 " alive: %s%s", (uint64_t) k->id, tc_last_error(),
+              now - last_ok > (double) k->ttl ? " (not held now; still trying)" : "");
+      last_warn = now;
+    }
+    unanswered = true;
   }
 }
 
