@@ -10,14 +10,19 @@ kv_put () {
   # shellcheck disable=SC2086
   curl -sf ${KV_CURL_OPTS:-} -X POST "$KV_URL/v3/kv/put" -d "{\"key\":\"$k\",\"value\":\"$v\"}" >/dev/null
 }
-# kv_get KEY: print one value.
-kv_get () {
+# kv_range KEY EXPR: print EXPR (python, of x: one key-value of the
+# answer) for the key under the prefix.
+kv_range () {
   local k
   k=$(printf '%s' "/tromcho$1" | base64 -w0)
   # shellcheck disable=SC2086
   curl -sf ${KV_CURL_OPTS:-} -X POST "$KV_URL/v3/kv/range" -d "{\"key\":\"$k\"}" |
-    python3 -c 'import sys, json, base64; r = json.load(sys.stdin); [print(base64.b64decode(x["value"]).decode()) for x in r.get("kvs", [])]'
+    python3 -c "import sys, json, base64; r = json.load(sys.stdin); [print($2) for x in r.get('kvs', [])]"
 }
+# kv_get KEY: print one value.
+kv_get () { kv_range "$1" 'base64.b64decode(x["value"]).decode()'; }
+# kv_lease KEY: the lease the key is held with (decimal; empty if none).
+kv_lease () { kv_range "$1" 'x.get("lease", "")'; }
 
 # The config file every tool of the test uses.
 write_conf () {

@@ -18,14 +18,6 @@
 requires tromcho tromcho-osd tromcho-gateway etcd curl python3 cmp
 TTL=6
 
-# lease_of N: the lease /osd/state/N is held with (decimal; empty if none).
-lease_of () {
-  local k
-  k=$(printf '/tromcho/osd/state/%s' "$1" | base64 -w0)
-  # shellcheck disable=SC2086
-  curl -sf ${KV_CURL_OPTS:-} -X POST "$KV_URL/v3/kv/range" -d "{\"key\":\"$k\"}" |
-    python3 -c 'import json, sys; r = json.load(sys.stdin); [print(x.get("lease", "")) for x in r.get("kvs", [])]'
-}
 # io TAG: write 1 MiB to the image and read it back through a new client.
 io () {
   head -c $((1 << 20)) /dev/urandom > "$TESTDIR/in.$1"
@@ -76,7 +68,7 @@ PY
   fi
   tromcho create img -s 16M --enc_key auto >/dev/null || fail "$kind: create img"
   WAIT_SECS=30 wait_for io before || fail "$kind: I/O before the restart: $(cat "$TESTDIR/dd.err")"
-  lease=$(lease_of 1)
+  lease=$(kv_lease /osd/state/1)
   [ -n "$lease" ] || fail "$kind: /osd/state/1 holds no lease"
 
   # Down for longer than the TTL: the OSD's hold on its lease runs out.
@@ -89,7 +81,7 @@ PY
     { tail -20 "$TESTDIR/osd1/log"; fail "$kind: the OSD never served again after the KV came back"; }
   took=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
   echo "$kind: the OSD served again $took s after the KV came back (TTL $TTL s)"
-  [ "$(lease_of 1)" = "$lease" ] || fail "$kind: the OSD registered with a new lease ($(lease_of 1), was $lease)"
+  [ "$(kv_lease /osd/state/1)" = "$lease" ] || fail "$kind: the OSD registered with a new lease ($(kv_lease /osd/state/1), was $lease)"
   ! grep -q "registering again" "$TESTDIR/osd1/log" ||
     fail "$kind: the OSD gave its lease up: $(grep -m1 'registering again' "$TESTDIR/osd1/log")"
   python3 -c "import sys; sys.exit(0 if $took < $TTL - 1 else 1)" ||
@@ -101,7 +93,7 @@ PY
     curl -sf -X POST "$KV_URL/v3/lease/revoke" -d "{\"ID\": \"$lease\"}" >/dev/null || fail "$kind: revoking lease $lease"
     wait_for grep -q "lost the lease" "$TESTDIR/osd1/log" || fail "$kind: the OSD did not see its revoked lease go"
     new=
-    for _ in $(seq 100); do new=$(lease_of 1); [ -n "$new" ] && [ "$new" != "$lease" ] && break; sleep 0.2; done
+    for _ in $(seq 100); do new=$(kv_lease /osd/state/1); [ -n "$new" ] && [ "$new" != "$lease" ] && break; sleep 0.2; done
     [ -n "$new" ] && [ "$new" != "$lease" ] || fail "$kind: no new registration after the lease was revoked"
     WAIT_SECS=30 wait_for io revoked || fail "$kind: I/O after registering again: $(cat "$TESTDIR/dd.err")"
   fi
