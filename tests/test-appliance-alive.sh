@@ -64,7 +64,8 @@ stopped () { grep -q '^State:.*T' "/proc/$sh_pid/status"; }
 wait_for stopped || fail "the checking shell did not stop for strace"
 strace -f -qq -e trace=clone,clone3,fork,vfork -o "$TESTDIR/forks" -p "$sh_pid" &
 st=$!
-sleep 0.5
+traced () { grep -q '^TracerPid:[[:space:]]*[1-9]' "/proc/$sh_pid/status"; }
+wait_for traced || fail "strace did not attach to the checking shell"
 kill -CONT "$sh_pid"
 wait "$sh_pid" || fail "sv_alive said a live daemon is gone (status $?)"
 wait "$st" 2>/dev/null || true
